@@ -1,0 +1,3 @@
+from car.cli import main
+
+main()

@@ -1,0 +1,372 @@
+"""`blame`: the attribution entry point. Plan the rollouts, run them, estimate, report.
+
+1. The factual arm (everything held) is the record copied: one scoring when the scorer is
+   deterministic, otherwise `samples` replicates.
+2. For each decision step k, `samples` rollouts of "hold the decisions before k, resample from k on",
+   replicate r of every arm sharing the noise of replicate r (common random numbers).
+3. For each decision step, `match_samples` draws at the recorded context: the action-match rate.
+4. `estimate_contrastive` turns the outcome matrix into rescue rates, effects, drops and a locus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from car.errors import InputError
+from car.estimators.contrastive import ContrastiveResult, Interval, estimate_contrastive
+from car.protocols import Environment, Policy, Scorer
+from car.replay import Plan, Replay, Rollout
+from car.report import Budget, Estimate, Report, Specs, StepReport
+from car.specs import make_env, make_policy, make_scorer
+from car.stats import clopper_pearson
+from car.trace import Trace, load_trace
+
+__all__ = ["Progress", "blame", "blame_async"]
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Components:
+    policy: Policy
+    env: Environment
+    scorer: Scorer
+
+
+def _resolve(
+    trace: Trace,
+    policy: str | Policy | None,
+    env: str | Environment | None,
+    scorer: str | Scorer | None,
+) -> _Components:
+    defaults = trace.replay
+    pol = policy if policy is not None else (defaults.policy if defaults else None)
+    if pol is None:
+        raise InputError(
+            f"trace {trace.id!r} names no policy: pass one (--policy sim:NAME, "
+            "--policy path/to/policy.py@name, or an installed plugin)"
+        )
+    en = env if env is not None else (defaults.env if defaults and defaults.env else "recorded")
+    sc = scorer if scorer is not None else (defaults.scorer if defaults else None)
+    if sc is None:
+        raise InputError(
+            f"trace {trace.id!r} names no scorer: pass one (--scorer tool-called:NAME, "
+            "--scorer 'regex:PATTERN', --scorer path/to/scorer.py@name)"
+        )
+    return _Components(
+        make_policy(pol, trace) if isinstance(pol, str) else pol,
+        make_env(en, trace) if isinstance(en, str) else en,
+        make_scorer(sc, trace) if isinstance(sc, str) else sc,
+    )
+
+
+async def _gather_limited(
+    jobs: Sequence[Callable[[], Awaitable[T]]],
+    limit: int,
+    on_done: Callable[[], None],
+) -> list[T]:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(job: Callable[[], Awaitable[T]]) -> T:
+        async with semaphore:
+            result = await job()
+        on_done()
+        return result
+
+    return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+def _validate_options(samples: int, match_samples: int, concurrency: int, level: float,
+                      min_effect: float) -> None:
+    if samples < 1:
+        raise InputError(f"--samples must be at least 1, got {samples}")
+    if match_samples < 0:
+        raise InputError(f"--match-samples must be 0 or more, got {match_samples}")
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    if not 0.5 <= level < 1:
+        raise InputError(f"--level must be in [0.5, 1), got {level}")
+    if not 0 <= min_effect < 1:
+        raise InputError(f"--min-effect must be in [0, 1), got {min_effect}")
+
+
+async def blame_async(
+    trace: Trace | str | Path,
+    *,
+    policy: str | Policy | None = None,
+    env: str | Environment | None = None,
+    scorer: str | Scorer | None = None,
+    samples: int = 32,
+    match_samples: int = 8,
+    seed: int = 0,
+    concurrency: int = 8,
+    level: float = 0.95,
+    min_effect: float = 0.1,
+    max_error_rate: float = 0.5,
+    progress: Progress | None = None,
+) -> Report:
+    """Attribute the failure of `trace` to its steps. See `blame` for the arguments."""
+    _validate_options(samples, match_samples, concurrency, level, min_effect)
+    path = None
+    if not isinstance(trace, Trace):
+        path = str(trace)
+        trace = load_trace(trace)
+    decisions = trace.decision_steps
+    if not decisions:
+        raise InputError(
+            f"{path or trace.id}: no decision steps: no actor is an agent "
+            "(set $.actors[].kind to 'agent', or stochastic: true)"
+        )
+    comps = _resolve(trace, policy, env, scorer)
+    replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=seed)
+
+    m = len(decisions)
+    factual_reps = 1 if comps.scorer.deterministic else samples
+    jobs: list[Callable[[], Awaitable[Rollout]]] = []
+    for r in range(factual_reps):
+        jobs.append(lambda r=r: replay.run(Plan.hold_all(trace), r))  # type: ignore[misc]
+    for step in decisions:
+        plan = Plan.resample_from(trace, step)
+        for r in range(samples):
+            jobs.append(lambda plan=plan, r=r: replay.run(plan, r))  # type: ignore[misc]
+    total = len(jobs) + m * match_samples
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress("rollouts", done, total)
+
+    rollouts = await _gather_limited(jobs, concurrency, tick)
+    match_jobs = [
+        (lambda s=step, j=j: replay.sample_recorded(s, j))
+        for step in decisions
+        for j in range(match_samples)
+    ]
+    try:
+        actions = await _gather_limited(match_jobs, concurrency, tick)  # type: ignore[arg-type]
+    except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
+        actions = []
+        replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
+
+    factual = np.array([_value(r) for r in rollouts[:factual_reps]])
+    arms = np.array([_value(r) for r in rollouts[factual_reps:]]).reshape(m, samples)
+    matches = np.zeros((m, match_samples), dtype=bool)
+    for i, a in enumerate(actions):
+        k, j = divmod(i, match_samples)
+        matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
+    have_matches = len(actions) == m * match_samples and match_samples > 0
+    return _report(
+        trace, path, comps, replay, rollouts, factual, arms, matches if have_matches else None,
+        samples=samples, match_samples=match_samples, seed=seed, level=level,
+        min_effect=min_effect, max_error_rate=max_error_rate,
+    )
+
+
+def _value(r: Rollout) -> float:
+    return math.nan if r.value is None else r.value
+
+
+def blame(trace: Trace | str | Path, **options: Any) -> Report:
+    """Attribute the failure of a recorded run to its steps, by intervention.
+
+    `trace` is a `Trace` or a path to a trace file. `policy`, `env` and `scorer` are spec strings
+    (`sim:support-refund`, `file.py@name`, ...) or objects implementing the protocols; they default to
+    the trace's own built-in specs (and the `recorded` environment). `samples` rollouts per decision
+    step, `match_samples` draws per step for the action-match rate, `seed` keys all randomness,
+    `level` is the two-sided interval level, `min_effect` the smallest rescue effect that counts.
+
+    >>> import car
+    >>> report = car.blame("traces/support-refund.json", seed=1)
+    >>> report.locus
+    1
+    """
+    return asyncio.run(blame_async(trace, **options))
+
+
+def _est(iv: Interval) -> Estimate:
+    return Estimate.of(iv.estimate, iv.low, iv.high, iv.n)
+
+
+def _report(
+    trace: Trace,
+    path: str | None,
+    comps: _Components,
+    replay: Replay,
+    rollouts: list[Rollout],
+    factual: np.ndarray,
+    arms: np.ndarray,
+    matches: np.ndarray | None,
+    *,
+    samples: int,
+    match_samples: int,
+    seed: int,
+    level: float,
+    min_effect: float,
+    max_error_rate: float,
+) -> Report:
+    from car import __version__
+
+    decisions = trace.decision_steps
+    notes: list[str] = []
+    c = replay.counters
+    fact_ok = factual[~np.isnan(factual)]
+    result: ContrastiveResult | None = None
+    abstain: str | None = None
+    if len(fact_ok) == 0:
+        abstain = (
+            f"the scorer {comps.scorer.spec!r} cannot score the recorded run, so there is no "
+            "failure to compare against"
+        )
+    elif float(fact_ok.mean()) == 0.0:
+        abstain = (
+            f"the scorer {comps.scorer.spec!r} says the recorded run did not fail (value 0): "
+            "there is no failure to attribute; check the scorer"
+        )
+    else:
+        result = estimate_contrastive(
+            arms, factual, factual_exact=comps.scorer.deterministic, level=level,
+            min_effect=min_effect,
+        )
+
+    match_by_pos: list[Estimate | None] = [None] * len(decisions)
+    never: list[int] = []
+    overall = Estimate(estimate=None, low=None, high=None, n=0)
+    if matches is not None:
+        for k in range(len(decisions)):
+            hits = int(matches[k].sum())
+            lo, hi = clopper_pearson(hits, match_samples, level)
+            match_by_pos[k] = Estimate(estimate=hits / match_samples, low=lo, high=hi,
+                                       n=match_samples)
+            if hits == 0:
+                never.append(decisions[k])
+        total_hits = int(matches.sum())
+        lo, hi = clopper_pearson(total_hits, matches.size, level)
+        overall = Estimate(estimate=total_hits / matches.size, low=lo, high=hi, n=matches.size)
+        if never and len(never) == len(decisions):
+            notes.append(
+                "the policy never reproduced any recorded action: it is probably not the agent "
+                "that recorded this trace (another model or prompt)"
+            )
+            if result is not None:
+                abstain = "cannot attribute: the replay never reproduces the recorded run"
+                result = None
+        elif never:
+            notes.append(
+                f"step{'s' if len(never) > 1 else ''} {_join(never)} never reproduced the "
+                "recorded action"
+            )
+
+    steps: list[StepReport] = []
+    pos_of = {d: k for k, d in enumerate(decisions)}
+    for s in trace.steps:
+        k = pos_of.get(s.index)
+        sr = StepReport(
+            index=s.index, actor=s.actor, decision=k is not None, action=s.action.summary()
+        )
+        if k is not None:
+            sr.match_rate = match_by_pos[k]
+            sr.never_reproduced = s.index in never
+            if result is not None:
+                p = result.positions[k]
+                sr.rescue, sr.effect, sr.drop = _est(p.rescue), _est(p.effect), _est(p.drop)
+                sr.verdict = p.verdict  # type: ignore[assignment]
+        steps.append(sr)
+
+    locus = largest = needed = None
+    shared: list[int] = []
+    if result is not None:
+        locus = decisions[result.locus] if result.locus is not None else None
+        largest = decisions[result.largest_drop] if result.largest_drop is not None else None
+        shared = [decisions[k] for k in result.shared]
+        abstain = result.abstained_reason
+        needed = result.needed_per_step
+        if locus is not None and largest is not None and largest != locus:
+            notes.append(
+                f"the largest single drop is at step {largest}, not at the locus (step {locus})"
+            )
+        if len(shared) >= 2:
+            notes.append(
+                f"credit looks shared: steps {_join(shared)} each carry a significant drop"
+            )
+
+    errored = c.errors
+    status = "ok"
+    if c.rollouts and errored / c.rollouts > max_error_rate:
+        status = "backend-errors"
+    if errored:
+        notes.append(f"{errored} of {c.rollouts} rollouts errored (excluded from the estimates)")
+    if c.unscorable:
+        notes.append(f"{c.unscorable} rollouts could not be scored (excluded)")
+
+    fact_est = (
+        Estimate(estimate=float(fact_ok[0]), low=float(fact_ok[0]), high=float(fact_ok[0]), n=1)
+        if result is not None and result.factual_exact
+        else (_est(result.factual) if result is not None else
+              Estimate(estimate=None, low=None, high=None, n=0))
+    )
+    report = Report(
+        car_version=__version__,
+        trace_id=trace.id,
+        trace_path=path,
+        trace_hash=trace.content_hash(),
+        status=status,  # type: ignore[arg-type]
+        headline="",
+        locus=locus,
+        locus_actor=trace.steps[locus].actor if locus is not None else None,
+        abstained_reason=abstain,
+        rollouts_needed_per_step=needed,
+        largest_drop=largest,
+        shared=shared,
+        factual=fact_est,
+        factual_exact=bool(result.factual_exact) if result is not None else False,
+        steps=steps,
+        match_rate=overall,
+        never_reproduced=never,
+        divergence_rate=(c.diverged / c.rollouts) if c.rollouts else 0.0,
+        first_error=c.first_error,
+        notes=notes,
+        budget=Budget(
+            rollouts=c.rollouts, policy_calls=c.policy_calls, env_calls=c.env_calls,
+            reused=c.reused, errored=errored, unscorable=c.unscorable,
+        ),
+        seed=seed,
+        level=level,
+        min_effect=min_effect,
+        samples=samples,
+        match_samples=match_samples,
+        specs=Specs(policy=comps.policy.spec, env=comps.env.spec, scorer=comps.scorer.spec),
+    )
+    report.headline = headline(report)
+    return report
+
+
+def _join(items: Sequence[int]) -> str:
+    words = [str(i) for i in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def headline(report: Report) -> str:
+    """One plain sentence saying where the run was decided (or why car cannot say)."""
+    if report.locus is None:
+        return f"car cannot name a decisive step: {report.abstained_reason}."
+    s = report.steps[report.locus]
+    assert s.effect is not None and s.effect.estimate is not None
+    pct = f"{s.effect.estimate:.0%} [{s.effect.low:.0%}, {s.effect.high:.0%}]"
+    later = [x.index for x in report.steps if x.decision and x.index > report.locus]
+    tail = (
+        f"; from step {later[0]} on the failure was already committed" if later else ""
+    )
+    return (
+        f"Step {s.index} ({s.actor}: {s.action}) is where the run was decided: re-deciding from "
+        f"there removes {pct} of the failure{tail}."
+    )

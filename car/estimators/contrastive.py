@@ -1,0 +1,231 @@
+"""The contrastive (single-step) estimator with the point-of-commitment rule.
+
+Arms are decision positions k = 0..m-1: hold every decision before k, resample k and everything after
+it. `p_k` is the failure rate of arm k and `v` that of the factual arm (everything held). The estimator
+reports, per position:
+
+- rescue `r_k = 1 - p_k` with an exact (Clopper-Pearson) interval;
+- effect `e_k = v - p_k`, the failure probability that re-deciding from k removes; exact when `v` is
+  known (deterministic replay of the record), else a paired Newcombe interval on shared replicates;
+- adjacent drop `D_k = p_{k+1} - p_k` (with `p_m = v`), paired on shared replicates.
+
+Locus: the latest position whose effect is significantly above `min_effect`, one-sided, Bonferroni-
+adjusted across the m positions. Drops count as significant when their adjusted lower bound is above
+zero and their estimate reaches `min_effect`; two or more mark shared credit. Displayed intervals are
+per-step at `level`; verdicts use the adjusted level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import stats as sps
+
+from car.stats import clopper_pearson, cp_upper, newcombe_paired
+
+__all__ = ["ContrastiveResult", "Interval", "PositionEstimate", "estimate_contrastive"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class PositionEstimate:
+    position: int
+    fail: Interval
+    rescue: Interval
+    effect: Interval
+    drop: Interval
+    effect_significant: bool
+    drop_significant: bool
+    verdict: str  # "locus" | "contributing" | "not significant" | "no data"
+
+
+@dataclass(frozen=True)
+class ContrastiveResult:
+    positions: tuple[PositionEstimate, ...]
+    factual: Interval
+    factual_exact: bool
+    locus: int | None
+    largest_drop: int | None
+    shared: tuple[int, ...]
+    abstained_reason: str | None
+    needed_per_step: int | None
+    level: float
+    min_effect: float
+    alpha_adjusted: float
+
+
+def _binary(x: np.ndarray) -> bool:
+    return bool(np.all((x == 0) | (x == 1)))
+
+
+def _mean_interval(x: np.ndarray, level: float) -> Interval:
+    n = len(x)
+    if n == 0:
+        return Interval(math.nan, 0.0, 1.0, 0)
+    mean = float(x.mean())
+    if _binary(x):
+        lo, hi = clopper_pearson(round(float(x.sum())), n, level)
+        return Interval(mean, lo, hi, n)
+    half = _t_half(x, level)
+    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), n)
+
+
+def _t_half(x: np.ndarray, level: float) -> float:
+    n = len(x)
+    if n < 2:
+        return math.inf
+    return float(sps.t.isf((1 - level) / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+
+
+def _upper_one_sided(x: np.ndarray, alpha: float) -> float:
+    """Upper confidence bound for the mean of outcomes in [0, 1]."""
+    if len(x) == 0:
+        return 1.0
+    if _binary(x):
+        return cp_upper(round(float(x.sum())), len(x), alpha)
+    return min(1.0, float(x.mean()) + _t_half(x, 1 - 2 * alpha))
+
+
+def _paired(a: np.ndarray, b: np.ndarray, level: float) -> Interval:
+    """mean(a - b) on replicates where both are defined."""
+    ok = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[ok], b[ok]
+    n = len(a)
+    if n == 0:
+        return Interval(math.nan, -1.0, 1.0, 0)
+    if _binary(a) and _binary(b):
+        d, lo, hi = newcombe_paired(a, b, level)
+        return Interval(d, lo, hi, n)
+    diff = a - b
+    mean = float(diff.mean())
+    half = _t_half(diff, level)
+    return Interval(mean, max(-1.0, mean - half), min(1.0, mean + half), n)
+
+
+def _minus_known(v: float, x: np.ndarray, level: float) -> Interval:
+    """v - mean(x) when v is known exactly."""
+    iv = _mean_interval(x, level)
+    return Interval(v - iv.estimate, v - iv.high, v - iv.low, iv.n)
+
+
+def estimate_contrastive(
+    arms: np.ndarray,
+    factual: np.ndarray,
+    *,
+    factual_exact: bool,
+    level: float = 0.95,
+    min_effect: float = 0.1,
+) -> ContrastiveResult:
+    """Estimate rescue rates, effects and drops from outcomes.
+
+    `arms[k, r]` is the outcome (1 = failure, NaN = errored or unscorable) of arm k on replicate r;
+    `factual[r]` that of the factual arm on the same replicate (a single value when `factual_exact`).
+    """
+    arms = np.asarray(arms, dtype=float)
+    factual = np.asarray(factual, dtype=float)
+    m = arms.shape[0]
+    alpha = (1 - level) / 2 / max(m, 1)
+    adj_level = 1 - 2 * alpha
+    fact_ok = factual[~np.isnan(factual)]
+    if factual_exact:
+        if len(fact_ok) == 0:
+            raise ValueError("an exact factual arm needs its value")
+        v = float(fact_ok[0])
+        fact_iv = Interval(v, v, v, 1)
+    else:
+        fact_iv = _mean_interval(fact_ok, level)
+        v = fact_iv.estimate
+
+    draft: list[PositionEstimate] = []
+    for k in range(m):
+        x = arms[k][~np.isnan(arms[k])]
+        fail = _mean_interval(x, level)
+        rescue = Interval(1 - fail.estimate, 1 - fail.high, 1 - fail.low, fail.n)
+        if factual_exact:
+            effect = _minus_known(v, x, level)
+            eff_low = v - _upper_one_sided(x, alpha) if len(x) else -math.inf
+        else:
+            effect = _paired(factual, arms[k], level)
+            eff_low = _paired(factual, arms[k], adj_level).low if effect.n else -math.inf
+        if k + 1 < m:
+            drop = _paired(arms[k + 1], arms[k], level)
+            drop_low = _paired(arms[k + 1], arms[k], adj_level).low if drop.n else -math.inf
+        else:  # the last arm's drop is against the factual arm: its effect
+            drop, drop_low = effect, eff_low
+        draft.append(
+            PositionEstimate(
+                k,
+                fail,
+                rescue,
+                effect,
+                drop,
+                effect_significant=bool(eff_low > min_effect),
+                drop_significant=bool(drop_low > 0 and drop.estimate >= min_effect),
+                verdict="",
+            )
+        )
+
+    significant = [p.position for p in draft if p.effect_significant]
+    locus = max(significant) if significant else None
+    shared = tuple(p.position for p in draft if p.drop_significant)
+    drops = [(p.drop.estimate, p.position) for p in draft if not math.isnan(p.drop.estimate)]
+    largest = max(drops)[1] if drops and max(drops)[0] > 0 else None
+    positions = [replace(p, verdict=_verdict(p, locus)) for p in draft]
+
+    reason, needed = (None, None) if locus is not None else _abstain(positions, alpha, min_effect)
+    return ContrastiveResult(
+        tuple(positions),
+        fact_iv,
+        factual_exact,
+        locus,
+        largest,
+        shared,
+        reason,
+        needed,
+        level,
+        min_effect,
+        alpha,
+    )
+
+
+def _verdict(p: PositionEstimate, locus: int | None) -> str:
+    if p.fail.n == 0:
+        return "no data"
+    if p.position == locus:
+        return "locus"
+    return "contributing" if p.drop_significant else "not significant"
+
+
+def _abstain(
+    positions: list[PositionEstimate], alpha: float, min_effect: float
+) -> tuple[str, int | None]:
+    with_data = [p for p in positions if p.fail.n > 0]
+    if not with_data:
+        return "no rollout could be scored: every arm errored or was unscorable", None
+    best = max(with_data, key=lambda p: (p.effect.estimate, p.position))
+    gap = best.effect.estimate - min_effect
+    if gap <= 0:
+        return (
+            f"no decision step's re-decision removes more than {min_effect:.0%} of the failure "
+            f"(largest estimated effect {best.effect.estimate:.0%}); the run may have been "
+            "decided before the first decision step, or the scorer may not see what changed",
+            None,
+        )
+    z = float(sps.norm.isf(alpha))
+    p = min(max(best.fail.estimate, 0.05), 0.95)
+    needed = math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1
+    return (
+        f"no step's effect is significantly above {min_effect:.0%} at this sample size "
+        f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
+        "rollouts per step would decide",
+        needed,
+    )

@@ -1,0 +1,107 @@
+"""Render a `Report` as a terminal table or as JSON.
+
+Text that comes from a trace is shown literally: it is wrapped in `rich.text.Text` (never parsed as
+markup) and control characters, escape sequences included, are shown as visible escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from car.report import Estimate, Report
+
+__all__ = ["literal", "render_json", "render_table"]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def literal(text: str) -> Text:
+    """Trace text as an inert rich Text: no markup, no escape codes, one line."""
+    cleaned = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\n", " "))
+    return Text(cleaned.replace("\t", " "))
+
+
+def _pct(e: Estimate | None, signed: bool = False) -> str:
+    """Percent with interval, compactly: "53% [35, 71]"."""
+    if e is None or e.estimate is None or e.low is None or e.high is None:
+        return "-"
+    f = "{:+.0f}" if signed else "{:.0f}"
+    return f"{f.format(100 * e.estimate)}% [{f.format(100 * e.low)}, {f.format(100 * e.high)}]"
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+
+
+_STYLE = {"locus": "bold red", "contributing": "yellow", "not significant": "dim"}
+
+
+def render_table(report: Report, console: Console) -> None:
+    """Print the ranked blame table and the summary lines."""
+    title = Text("car blame: ")
+    title.append_text(literal(report.trace_id))
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("rank", justify="right")
+    table.add_column("step", justify="right")
+    actor_width = min(14, max(5, *(len(s.actor) for s in report.steps)))
+    table.add_column("actor", min_width=actor_width, max_width=14, no_wrap=True)
+    table.add_column("action", max_width=40, overflow="ellipsis", no_wrap=True)
+    table.add_column(f"rescue [{report.level:.0%} CI]", no_wrap=True)
+    table.add_column("drop", no_wrap=True)
+    table.add_column("match", no_wrap=True, justify="right")
+    table.add_column("verdict", min_width=15, no_wrap=True)
+
+    decisions = [s for s in report.steps if s.decision]
+
+    def rank_key(index: int) -> tuple[int, float, int]:
+        s = report.steps[index]
+        first = 0 if s.index == report.locus else 1
+        drop = s.drop.estimate if s.drop and s.drop.estimate is not None else -2.0
+        return (first, -drop, s.index)
+
+    order = sorted((s.index for s in decisions), key=rank_key)
+    for rank, index in enumerate(order, 1):
+        s = report.steps[index]
+        match = "-" if s.match_rate is None or s.match_rate.estimate is None else (
+            f"{s.match_rate.estimate:.0%}" + (" !" if s.never_reproduced else "")
+        )
+        verdict = s.verdict or "-"
+        table.add_row(
+            str(rank), str(s.index), literal(s.actor), literal(s.action),
+            _pct(s.rescue), _pct(s.drop, signed=True), match,
+            Text(verdict, style=_STYLE.get(verdict, "")),
+        )
+
+    lines: list[Text] = [Text(""), literal(report.headline)]
+    for note in report.notes:
+        lines.append(Text("note: ") + literal(note))
+    m = report.match_rate
+    match_line = (
+        f"action-match rate {_pct(m)} over {m.n} draws"
+        if m.estimate is not None else "action-match rate: not measured"
+    )
+    fact = report.factual
+    fact_line = (
+        f"replay of the record fails {fact.estimate:.0%}"
+        + (" (exact)" if report.factual_exact else f" [{fact.low:.0%}, {fact.high:.0%}]")
+        if fact.estimate is not None and fact.low is not None and fact.high is not None
+        else "replay of the record: not scored"
+    )
+    b = report.budget
+    lines.append(Text(f"{match_line}; {fact_line}; divergence {report.divergence_rate:.0%}"))
+    lines.append(Text(
+        f"budget: {b.rollouts} rollouts, {b.policy_calls} policy calls"
+        f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
+        f"{report.samples} samples per step; min effect {report.min_effect:.0%}; "
+        f"verdicts Bonferroni-adjusted over {len(decisions)} steps"
+    ))
+    spec_line = Text("specs: ") + literal(
+        f"policy={report.specs.policy} env={report.specs.env} scorer={report.specs.scorer}"
+    )
+    lines.append(spec_line)
+    console.print(Group(table, *lines))

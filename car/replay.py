@@ -1,0 +1,320 @@
+"""The replay engine: one agent loop that runs a recorded trace under an intervention plan.
+
+A `Plan` says, for each decision step, whether it is held at its recorded action, resampled from the
+policy, or forced to a given action. `Replay.run` copies every step before the first changed one from
+the record (observations included: no policy call, no tool call), asks the environment to restore its
+state there, and runs the loop live from that point until the environment says the episode is over or
+the step cap (recorded length + slack) is hit. `Replay.fork` continues an existing rollout from any
+intermediate step with a forced action; it is the primitive estimators use to share prefixes.
+
+Every draw is keyed by (seed, replicate, step, kind): rollouts on the same replicate share the noise of
+every step they both draw at, whatever order or concurrency they run in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from car.errors import BackendError, RolloutError
+from car.protocols import Decision, Environment, Mode, Policy, Scorer, Trajectory, Turn
+from car.rng import EventKey
+from car.trace import Action, Step, Trace
+
+__all__ = ["Plan", "Replay", "Rollout", "Status"]
+
+Status = Literal["ok", "error", "unscorable"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An intervention plan over step positions.
+
+    Decision steps in `held` keep their recorded action; steps in `forced` take the given action;
+    every other decision step (and every step past the recorded length) is resampled.
+    """
+
+    held: frozenset[int]
+    forced: tuple[tuple[int, Action], ...] = ()
+
+    @classmethod
+    def hold(cls, steps: Iterable[int]) -> Plan:
+        return cls(frozenset(steps))
+
+    @classmethod
+    def hold_all(cls, trace: Trace) -> Plan:
+        return cls(frozenset(trace.decision_steps))
+
+    @classmethod
+    def resample_from(cls, trace: Trace, step: int) -> Plan:
+        """Hold every decision step before `step`; resample `step` and everything after it."""
+        return cls(frozenset(d for d in trace.decision_steps if d < step))
+
+    @property
+    def forced_map(self) -> Mapping[int, Action]:
+        return dict(self.forced)
+
+    def with_forced(self, step: int, action: Action) -> Plan:
+        forced = tuple(sorted({**self.forced_map, step: action}.items(), key=lambda kv: kv[0]))
+        return Plan(self.held - {step}, forced)
+
+    def first_change(self, trace: Trace) -> int:
+        """The first position whose action may differ from the record (len(steps) if none)."""
+        forced = self.forced_map
+        for d in trace.decision_steps:
+            if d in forced:
+                if forced[d].signature() != trace.steps[d].action.signature():
+                    return d
+            elif d not in self.held:
+                return d
+        return len(trace.steps)
+
+    def describe(self) -> str:
+        """A canonical text form (used in store keys and logs)."""
+        held = ",".join(map(str, sorted(self.held)))
+        forced = ";".join(f"{i}={a.signature()}" for i, a in self.forced)
+        return f"hold[{held}]force[{forced}]"
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One run of the agent under a plan. Errored and unscorable rollouts carry `value=None`."""
+
+    plan: Plan
+    replicate: int
+    turns: tuple[Turn, ...]
+    states: tuple[Any, ...]  # environment state before each turn; None where the turn was copied
+    value: float | None
+    status: Status
+    error: str | None = None
+    policy_calls: int = 0
+    truncated: bool = False
+    reused: bool = False  # a fork that found the forced action already there: no new work
+
+    @property
+    def diverged(self) -> bool:
+        """Whether any held turn was decided in a context that differed from the recorded one."""
+        return any(t.diverged for t in self.turns)
+
+
+@dataclass
+class Counters:
+    rollouts: int = 0
+    reused: int = 0
+    policy_calls: int = 0
+    env_calls: int = 0
+    errors: int = 0
+    unscorable: int = 0
+    diverged: int = 0
+    first_error: str | None = None
+
+
+def _copied(step: Step) -> Turn:
+    return Turn(step.index, step.actor, step.action, step.observations, Mode.COPIED)
+
+
+def _recorded_signature(step: Step) -> str:
+    return _copied(step).signature()
+
+
+@dataclass
+class Replay:
+    """Runs rollouts of one trace with one policy, environment and scorer."""
+
+    trace: Trace
+    policy: Policy
+    env: Environment
+    scorer: Scorer
+    seed: int = 0
+    slack: int | None = None  # extra steps allowed past the recorded length (default: that length)
+    counters: Counters = field(default_factory=Counters)
+
+    def __post_init__(self) -> None:
+        n = len(self.trace.steps)
+        self._cap = n + (self.slack if self.slack is not None else max(n, 5))
+        self._rec_sigs = [_recorded_signature(s) for s in self.trace.steps]
+        self._actors = {a.id: a for a in self.trace.actors}
+
+    def key(self, replicate: int, step: int, kind: str) -> EventKey:
+        return EventKey(self.seed, replicate, step, kind)
+
+    # -- public entry points -------------------------------------------------------------------
+    async def run(self, plan: Plan, replicate: int) -> Rollout:
+        """Run one rollout of `plan` on `replicate`."""
+        first = plan.first_change(self.trace)
+        turns = [_copied(s) for s in self.trace.steps[:first]]
+        states: list[Any] = [None] * first
+        if first == len(self.trace.steps):
+            return await self._finish(plan, replicate, turns, states, 0, False)
+        try:
+            state = await self.env.restore(tuple(turns))
+        except Exception as exc:  # a plugin failure ends this rollout, never the run
+            return self._errored(plan, replicate, turns, states, 0, exc)
+        actor = self.trace.steps[first].actor
+        return await self._live(plan, replicate, turns, states, state, first, actor, 0)
+
+    async def fork(self, rollout: Rollout, step: int, action: Action) -> Rollout:
+        """Continue `rollout` from its state before `step`, with `action` forced at `step`.
+
+        If the rollout already took `action` there (or ended before `step`), the fork *is* that
+        rollout under the new plan: it is returned at no cost, marked `reused`.
+        """
+        plan = rollout.plan.with_forced(step, action)
+        if step >= len(rollout.turns) or (
+            rollout.turns[step].action.signature() == action.signature()
+        ):
+            self.counters.reused += 1
+            return replace(rollout, plan=plan, reused=True)
+        turns = list(rollout.turns[:step])
+        states = list(rollout.states[:step])
+        state = rollout.states[step]
+        if state is None:
+            try:
+                state = await self.env.restore(tuple(turns))
+            except Exception as exc:
+                return self._errored(plan, rollout.replicate, turns, states, 0, exc)
+        actor = rollout.turns[step].actor
+        return await self._live(plan, rollout.replicate, turns, states, state, step, actor, 0)
+
+    async def sample_recorded(self, step: int, draw: int) -> Action:
+        """Draw one action at the recorded context of `step` (for the action-match rate)."""
+        rec = self.trace.steps[step]
+        decision = self._decision(step, rec.actor, tuple(_copied(s) for s in self.trace.steps[:step]))
+        self.counters.policy_calls += 1
+        return await self.policy.act(decision, self.key(draw, step, "match"))
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _decision(self, index: int, actor: str, history: tuple[Turn, ...]) -> Decision:
+        rec = self.trace.steps[index] if index < len(self.trace.steps) else None
+        on_record = rec is not None and rec.actor == actor and self._on_record(history)
+        explicit = (
+            rec.context if on_record and rec is not None and rec.context != "prefix" else None
+        )
+        return Decision(
+            step=index,
+            actor=self._actors[actor],
+            task=self.trace.task,
+            history=history,
+            sampling=rec.sampling if rec is not None and rec.actor == actor else None,
+            recorded_context=explicit if isinstance(explicit, tuple) else None,
+            actors=self.trace.actors,
+        )
+
+    def _on_record(self, history: tuple[Turn, ...] | list[Turn]) -> bool:
+        n = len(self.trace.steps)
+        return len(history) <= n and all(
+            t.mode is Mode.COPIED or t.signature() == self._rec_sigs[t.index] for t in history
+        )
+
+    async def _live(
+        self,
+        plan: Plan,
+        replicate: int,
+        turns: list[Turn],
+        states: list[Any],
+        state: Any,
+        index: int,
+        actor: str | None,
+        calls: int,
+    ) -> Rollout:
+        rec = self.trace.steps
+        forced = plan.forced_map
+        on_record = self._on_record(turns)
+        try:
+            while actor is not None:
+                if index >= self._cap:
+                    return await self._finish(plan, replicate, turns, states, calls, True)
+                who = self._actors.get(actor)
+                if who is None:
+                    raise RolloutError(f"environment named an unknown actor {actor!r}")
+                recorded = rec[index] if index < len(rec) and rec[index].actor == actor else None
+                diverged = False
+                if index in forced:
+                    action, mode = forced[index], Mode.FORCED
+                elif not who.decides:
+                    if recorded is None:
+                        raise RolloutError(
+                            f"step {index}: {actor!r} has no recorded turn here and does not decide"
+                        )
+                    action, mode = recorded.action, Mode.SCRIPTED
+                elif index in plan.held and recorded is not None:
+                    action, mode, diverged = recorded.action, Mode.HELD, not on_record
+                else:
+                    decision = self._decision(index, actor, tuple(turns))
+                    calls += 1
+                    self.counters.policy_calls += 1
+                    action = await self.policy.act(decision, self.key(replicate, index, "policy"))
+                    mode = Mode.RESAMPLED
+                states.append(state)
+                self.counters.env_calls += 1
+                result = await self.env.step(
+                    state, index, actor, action, self.key(replicate, index, "env")
+                )
+                turn = Turn(index, actor, action, result.observations, mode, diverged)
+                on_record = (
+                    on_record and recorded is not None and turn.signature() == self._rec_sigs[index]
+                )
+                turns.append(turn)
+                state, actor, index = result.state, result.next_actor, index + 1
+        except Exception as exc:  # a plugin failure ends this rollout, never the run
+            return self._errored(plan, replicate, turns, states, calls, exc)
+        return await self._finish(plan, replicate, turns, states, calls, False)
+
+    async def _finish(
+        self,
+        plan: Plan,
+        replicate: int,
+        turns: list[Turn],
+        states: list[Any],
+        calls: int,
+        truncated: bool,
+    ) -> Rollout:
+        self.counters.rollouts += 1
+        traj = Trajectory(self.trace, tuple(turns), truncated)
+        try:
+            value = await self.scorer.score(traj, self.key(replicate, -1, "score"))
+        except Exception as exc:
+            self.counters.rollouts -= 1  # _errored counts it
+            return self._errored(plan, replicate, turns, states, calls, exc)
+        if value is not None and not (0.0 <= value <= 1.0):
+            self.counters.rollouts -= 1
+            return self._errored(
+                plan,
+                replicate,
+                turns,
+                states,
+                calls,
+                RolloutError(f"scorer {self.scorer.spec!r} returned {value!r}, outside [0, 1]"),
+            )
+        status: Status = "ok" if value is not None else "unscorable"
+        if value is None:
+            self.counters.unscorable += 1
+        rollout = Rollout(
+            plan, replicate, tuple(turns), tuple(states), value, status, None, calls, truncated
+        )
+        if rollout.diverged:
+            self.counters.diverged += 1
+        return rollout
+
+    def _errored(
+        self,
+        plan: Plan,
+        replicate: int,
+        turns: list[Turn],
+        states: list[Any],
+        calls: int,
+        exc: BaseException,
+    ) -> Rollout:
+        message = str(exc) if isinstance(exc, RolloutError | BackendError) else _describe(exc)
+        self.counters.rollouts += 1
+        self.counters.errors += 1
+        if self.counters.first_error is None:
+            self.counters.first_error = message
+        return Rollout(
+            plan, replicate, tuple(turns), tuple(states), None, "error", message, calls, False
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

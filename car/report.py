@@ -1,0 +1,104 @@
+"""The blame report (`car.report/v1`): what `car blame` found, with its provenance.
+
+Every number that is an estimate carries its interval; every report carries the method, the budget it
+used, the seed, the interval level and the component specs, so a result can be reproduced and audited.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["REPORT_VERSION", "Budget", "Estimate", "Report", "Specs", "StepReport"]
+
+REPORT_VERSION = "car.report/v1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Estimate(_Model):
+    """A point estimate with a two-sided interval at the report's `level`; null when no data."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    n: int = 0
+
+    @classmethod
+    def of(cls, estimate: float, low: float, high: float, n: int) -> Estimate:
+        if math.isnan(estimate) or n == 0:
+            return cls(estimate=None, low=None, high=None, n=n)
+        return cls(estimate=estimate, low=low, high=high, n=n)
+
+
+class StepReport(_Model):
+    index: int
+    actor: str
+    decision: bool = Field(description="whether replay can hold, resample or force this step")
+    action: str = Field(description="a one-line summary of the recorded action")
+    rescue: Estimate | None = Field(
+        default=None, description="share of runs re-decided from here that avoid the failure"
+    )
+    effect: Estimate | None = Field(
+        default=None, description="failure probability removed by re-deciding from here"
+    )
+    drop: Estimate | None = Field(
+        default=None, description="adjacent drop p(k+1) - p(k): the marginal effect of this step"
+    )
+    match_rate: Estimate | None = None
+    verdict: Literal["locus", "contributing", "not significant", "no data"] | None = None
+    never_reproduced: bool = False
+
+
+class Budget(_Model):
+    rollouts: int
+    policy_calls: int
+    env_calls: int = 0
+    reused: int = 0
+    errored: int = 0
+    unscorable: int = 0
+
+
+class Specs(_Model):
+    policy: str
+    env: str
+    scorer: str
+
+
+class Report(_Model):
+    version: Literal["car.report/v1"] = REPORT_VERSION
+    car_version: str
+    trace_id: str
+    trace_path: str | None = None
+    trace_hash: str
+    method: Literal["contrastive"] = "contrastive"
+    status: Literal["ok", "backend-errors"] = "ok"
+    headline: str
+    locus: int | None
+    locus_actor: str | None = None
+    abstained_reason: str | None = None
+    rollouts_needed_per_step: int | None = None
+    largest_drop: int | None = None
+    shared: list[int] = Field(default_factory=list)
+    factual: Estimate
+    factual_exact: bool
+    steps: list[StepReport]
+    match_rate: Estimate
+    never_reproduced: list[int] = Field(default_factory=list)
+    divergence_rate: float
+    first_error: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    budget: Budget
+    seed: int
+    level: float
+    min_effect: float
+    samples: int
+    match_samples: int
+    specs: Specs
+
+    def step(self, index: int) -> StepReport:
+        return self.steps[index]

@@ -1,0 +1,62 @@
+"""Simulated scenarios (`sim:NAME`): agents with exact answers, driven through the real replay engine.
+
+    pivot           CAR's pivot model: only step 1 matters (BAD with probability p)
+    and             CAR's AND model: failure iff steps 0 and 1 are both BAD
+    or              overdetermination: failure if step 0 or step 1 is BAD
+    support-refund  a support agent swayed by a prompt injection decides, then executes, a refund
+    research-team   four agents; a wrong answer needs an unreliable source AND a skipped check
+
+`record(name, seed=..., **params)` runs a scenario until it fails and returns that run as a trace; the
+trace names the scenario in its default specs and its parameters in `metadata.sim.params`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from car.errors import SpecError
+from car.sim.base import Scenario, SimEnvironment, SimPolicy, SimScorer
+from car.sim.base import record as _record
+from car.sim.scenarios import And, Or, Pivot, ResearchTeam, SupportRefund
+from car.trace import Trace
+
+__all__ = ["SCENARIOS", "Scenario", "make", "record", "scenario_for"]
+
+SCENARIOS: dict[str, type[Scenario]] = {
+    s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam)
+}
+
+
+def scenario_for(name: str, trace: Trace | None = None, **params: float) -> Scenario:
+    """The scenario `name`, with parameters from the trace's `metadata.sim.params`, then `params`."""
+    cls = SCENARIOS.get(name)
+    if cls is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(SCENARIOS), n=1)
+        hint = f"; did you mean 'sim:{close[0]}'?" if close else f"; known: {', '.join(SCENARIOS)}"
+        raise SpecError(f"unknown simulated scenario {name!r}{hint}")
+    merged: dict[str, float] = {}
+    meta: Any = trace.metadata.get("sim") if trace is not None else None
+    if isinstance(meta, dict) and meta.get("scenario") == name:
+        merged.update({k: float(v) for k, v in dict(meta.get("params") or {}).items()})
+    merged.update(params)
+    unknown = set(merged) - set(cls.defaults)
+    if unknown:
+        raise SpecError(
+            f"scenario {name!r} has no parameter {sorted(unknown)[0]!r}; "
+            f"parameters: {', '.join(cls.defaults)}"
+        )
+    return cls(params=merged)
+
+
+def make(kind: str, name: str, trace: Trace, spec: str) -> Any:
+    """Build the scenario's policy, environment or scorer (`kind`) for `trace`."""
+    scenario = scenario_for(name, trace)
+    factory = {"policy": SimPolicy, "env": SimEnvironment, "scorer": SimScorer}[kind]
+    return factory(scenario, spec)
+
+
+def record(name: str, *, seed: int = 0, **params: float) -> Trace:
+    """A recorded failing run of scenario `name` (deterministic for a given seed and parameters)."""
+    return _record(scenario_for(name, **params), seed=seed)

@@ -1,0 +1,157 @@
+"""Simulated scenarios: small probabilistic agents over the message history, with exact answers.
+
+A scenario is a stochastic program: at each decision it reads the history (the turns so far, as a real
+agent reads its messages) and draws an action with probabilities it can state exactly. The same
+`Replay` engine drives it as drives a real model, through the `Policy`, `Environment` and `Scorer`
+adapters below, so the scenarios test the whole pipeline against closed-form truths.
+
+Every draw inverts one uniform number taken from the event key: two rollouts that share a replicate
+make the same choice at a step whenever their probabilities agree (common random numbers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from car.protocols import Decision, EnvStep, Trajectory, Turn
+from car.rng import EventKey
+from car.trace import Action, Actor, Observation, Outcome, ReplaySpecs, Step, ToolCall, Trace
+
+__all__ = ["Scenario", "SimEnvironment", "SimPolicy", "SimScorer", "call", "say"]
+
+
+def say(text: str) -> Action:
+    return Action(text=text)
+
+
+def call(call_id: str, name: str, text: str = "", **arguments: Any) -> Action:
+    import json
+
+    return Action(
+        text=text,
+        tool_calls=(
+            ToolCall(
+                id=call_id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments)
+            ),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Base class: subclasses define actors, the decision program, the world and the failure."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    defaults: ClassVar[Mapping[str, float]] = {}
+    params: Mapping[str, float] = field(default_factory=dict)
+
+    def p(self, name: str) -> float:
+        return float(self.params.get(name, self.defaults[name]))
+
+    # -- what subclasses define ------------------------------------------------------------------
+    task: ClassVar[str]
+    actors: ClassVar[tuple[Actor, ...]]
+
+    def decide(self, step: int, actor: str, history: Sequence[Turn], u: float) -> Action:
+        """The action at `step` given the history and a uniform draw `u` in [0, 1)."""
+        raise NotImplementedError
+
+    def observe(self, step: int, actor: str, action: Action) -> tuple[Observation, ...]:
+        """The observations that follow `action` (tool results)."""
+        return ()
+
+    def next_actor(self, step: int, history: Sequence[Turn]) -> str | None:
+        """Who acts after `step` (None ends the episode). `history` includes step `step`."""
+        raise NotImplementedError
+
+    def failed(self, turns: Sequence[Turn]) -> bool:
+        raise NotImplementedError
+
+    def canonical(self, turns: Sequence[Turn]) -> bool:
+        """Whether a failing run is the one the shipped trace is meant to show."""
+        return True
+
+
+@dataclass
+class SimPolicy:
+    scenario: Scenario
+    spec: str
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        return self.scenario.decide(
+            decision.step, decision.actor.id, decision.history, key.uniform()
+        )
+
+
+@dataclass
+class SimEnvironment:
+    scenario: Scenario
+    spec: str
+
+    async def restore(self, history: Sequence[Turn]) -> tuple[Turn, ...]:
+        # The world is a function of the history, so the history is the whole state.
+        return tuple(history)
+
+    async def step(
+        self, state: tuple[Turn, ...], index: int, actor: str, action: Action, key: EventKey
+    ) -> EnvStep:
+        from car.protocols import Mode
+
+        obs = self.scenario.observe(index, actor, action)
+        history = (*state, Turn(index, actor, action, obs, Mode.RESAMPLED))
+        return EnvStep(obs, history, self.scenario.next_actor(index, history))
+
+
+@dataclass
+class SimScorer:
+    scenario: Scenario
+    spec: str
+    deterministic: bool = True
+
+    async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        return 1.0 if self.scenario.failed(trajectory.turns) else 0.0
+
+
+async def _rollout(scenario: Scenario, seed: int, attempt: int) -> list[Turn]:
+    from car.protocols import Mode
+
+    turns: list[Turn] = []
+    actor: str | None = scenario.actors[0].id
+    deciders = {a.id for a in scenario.actors}
+    index = 0
+    while actor is not None and actor in deciders and index < 100:
+        u = EventKey(seed, attempt, index, "record").uniform()
+        action = scenario.decide(index, actor, turns, u)
+        turns.append(Turn(index, actor, action, scenario.observe(index, actor, action), Mode.COPIED))
+        actor = scenario.next_actor(index, turns)
+        index += 1
+    return turns
+
+
+def record(scenario: Scenario, *, seed: int = 0, max_attempts: int = 100_000) -> Trace:
+    """Run the scenario until it fails in its canonical way and return that run as a trace."""
+    import asyncio
+
+    for attempt in range(max_attempts):
+        turns = asyncio.run(_rollout(scenario, seed, attempt))
+        if scenario.failed(turns) and scenario.canonical(turns):
+            break
+    else:  # pragma: no cover - the scenarios fail often enough
+        raise RuntimeError(f"{scenario.name}: no canonical failure in {max_attempts} attempts")
+    spec = f"sim:{scenario.name}"
+    params = {k: scenario.p(k) for k in scenario.defaults}
+    return Trace(
+        id=f"{scenario.name}-{seed}",
+        task=scenario.task,
+        actors=scenario.actors,
+        steps=tuple(
+            Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations)
+            for t in turns
+        ),
+        outcome=Outcome(failed=True, label="failure", detail=scenario.summary),
+        replay=ReplaySpecs(policy=spec, env=spec, scorer=spec),
+        metadata={"sim": {"scenario": scenario.name, "params": params, "seed": seed}},
+    )

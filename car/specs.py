@@ -1,0 +1,215 @@
+"""Spec strings: how policies, environments and scorers are named on the command line.
+
+    sim:SCENARIO          a simulated scenario's policy, environment or scorer (`car.sim`)
+    recorded              environment: recorded observations; scorer: the trace's own outcome
+    tool-called:NAME      scorer: 1 if the run called tool NAME
+    regex:PATTERN         scorer: 1 if the final answer matches PATTERN
+    path/to/file.py@name  a Python object or factory in a file (runs that file's code)
+    NAME[:ARG]            an installed plugin from the entry-point group car.policies,
+                          car.environments or car.scorers (the factory is called with ARG and the trace)
+
+A trace file may carry default specs, but only built-in ones (`check_builtin`): loading a trace never
+imports or runs code named in it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from car.errors import InputError, SpecError
+
+if TYPE_CHECKING:
+    from car.protocols import Environment, Policy, Scorer, Trajectory
+    from car.rng import EventKey
+    from car.trace import Trace
+
+__all__ = ["Kind", "check_builtin", "make_env", "make_policy", "make_scorer"]
+
+Kind = Literal["policy", "env", "scorer"]
+
+_GROUPS: dict[str, str] = {
+    "policy": "car.policies",
+    "env": "car.environments",
+    "scorer": "car.scorers",
+}
+_BUILTIN: dict[str, tuple[str, ...]] = {
+    "policy": ("sim:",),
+    "env": ("recorded", "sim:"),
+    "scorer": ("recorded", "sim:", "tool-called:", "regex:"),
+}
+_WORD = {"policy": "policy", "env": "environment", "scorer": "scorer"}
+
+
+def _scheme(spec: str) -> str:
+    return spec.split(":", 1)[0] + ":" if ":" in spec else spec
+
+
+def _builtin_names(kind: str) -> tuple[str, ...]:
+    from car.sim import SCENARIOS
+
+    names: list[str] = []
+    for b in _BUILTIN[kind]:
+        names += [f"sim:{s}" for s in SCENARIOS] if b == "sim:" else [b]
+    return tuple(names)
+
+
+def check_builtin(kind: str, spec: str) -> str | None:
+    """Why `spec` is not an acceptable built-in spec for a trace file to name, or None if it is."""
+    if "@" in spec or spec.endswith(".py"):
+        return f"{spec!r} names code; a trace may name built-in components only (pass it with --{kind})"
+    scheme = _scheme(spec)
+    if scheme not in _BUILTIN[kind] and spec not in _BUILTIN[kind]:
+        return f"unknown built-in {_WORD[kind]} {spec!r}{_suggest(kind, spec)}"
+    if scheme == "sim:":
+        from car.sim import SCENARIOS
+
+        name = spec[4:]
+        if name not in SCENARIOS:
+            return f"unknown simulated scenario {name!r}{_suggest(kind, spec)}"
+    return None
+
+
+def _suggest(kind: str, spec: str) -> str:
+    names = list(_builtin_names(kind)) + [
+        ep.name for ep in entry_points(group=_GROUPS[kind])
+    ]
+    close = difflib.get_close_matches(spec, names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    shown = [n if not n.endswith(":") else n + "ARG" for n in names]
+    return f"; known: {', '.join(shown)}, or path/to/file.py@name"
+
+
+def _load_file_object(kind: str, spec: str) -> Any:
+    path_text, _, name = spec.rpartition("@")
+    path = Path(path_text)
+    if not name.isidentifier():
+        raise SpecError(f"{_WORD[kind]} {spec!r}: {name!r} is not a Python name (use FILE.py@NAME)")
+    if not path.is_file():
+        raise SpecError(f"{_WORD[kind]} {spec!r}: no such file {path_text!r}")
+    module_name = f"car_plugin_{abs(hash(str(path.resolve())))}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise SpecError(f"{_WORD[kind]} {spec!r}: cannot load {path_text!r} as Python")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise SpecError(
+            f"{_WORD[kind]} {spec!r}: importing {path_text} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        found = [n for n in vars(module) if not n.startswith("_")]
+        close = difflib.get_close_matches(name, found, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SpecError(f"{_WORD[kind]} {spec!r}: {path_text} defines no {name!r}{hint}") from None
+
+
+_METHOD = {"policy": "act", "env": "step", "scorer": "score"}
+
+
+@dataclass
+class FunctionScorer:
+    """Wraps `async def f(trajectory) -> float | None` (or with a second `key` argument)."""
+
+    fn: Callable[..., Awaitable[float | None]]
+    spec: str
+    deterministic: bool = True
+
+    async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        if len(inspect.signature(self.fn).parameters) >= 2:
+            return await self.fn(trajectory, key)
+        return await self.fn(trajectory)
+
+
+def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) -> Any:
+    method = _METHOD[kind]
+    if hasattr(obj, method) and not inspect.isclass(obj):
+        component = obj
+    elif kind == "scorer" and inspect.iscoroutinefunction(obj):
+        component = FunctionScorer(obj, spec, getattr(obj, "deterministic", True))
+    elif callable(obj):
+        try:
+            component = obj(trace) if arg is None else obj(arg, trace)
+        except InputError:
+            raise
+        except Exception as exc:
+            raise SpecError(
+                f"{_WORD[kind]} {spec!r}: the factory failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    else:
+        raise SpecError(f"{_WORD[kind]} {spec!r}: {type(obj).__name__} has no {method}() method")
+    if not hasattr(component, method):
+        raise SpecError(
+            f"{_WORD[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()"
+        )
+    if not getattr(component, "spec", None):
+        try:
+            component.spec = spec
+        except AttributeError:
+            pass
+    if kind == "scorer" and not hasattr(component, "deterministic"):
+        try:
+            component.deterministic = False  # unknown: estimate the factual arm by replay
+        except AttributeError:
+            pass
+    return component
+
+
+def _make(kind: str, spec: str, trace: Trace) -> Any:
+    from car import builtins as b
+    from car import sim
+
+    spec = spec.strip()
+    if not spec:
+        raise SpecError(f"empty {_WORD[kind]} spec")
+    if "@" in spec:
+        return _instantiate(kind, spec, _load_file_object(kind, spec), trace, None)
+    scheme, _, arg = spec.partition(":")
+    if scheme == "sim" and "sim:" in _BUILTIN[kind]:
+        return sim.make(kind, arg, trace, spec)
+    if kind == "env" and spec == "recorded":
+        return b.RecordedEnvironment(trace)
+    if kind == "scorer":
+        if spec == "recorded":
+            return b.RecordedScorer(trace)
+        if scheme == "tool-called" and arg:
+            return b.ToolCalledScorer(arg)
+        if scheme == "regex" and arg:
+            return b.RegexScorer(arg)
+    for ep in entry_points(group=_GROUPS[kind]):
+        if ep.name == scheme:
+            try:
+                factory = ep.load()
+            except Exception as exc:
+                raise SpecError(
+                    f"{_WORD[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
+                ) from exc
+            return _instantiate(kind, spec, factory, trace, arg)
+    raise SpecError(f"unknown {_WORD[kind]} {spec!r}{_suggest(kind, spec)}")
+
+
+def make_policy(spec: str, trace: Trace) -> Policy:
+    policy: Policy = _make("policy", spec, trace)
+    return policy
+
+
+def make_env(spec: str, trace: Trace) -> Environment:
+    env: Environment = _make("env", spec, trace)
+    return env
+
+
+def make_scorer(spec: str, trace: Trace) -> Scorer:
+    scorer: Scorer = _make("scorer", spec, trace)
+    return scorer

@@ -1,0 +1,368 @@
+"""The trace model (`car.trace/v1`): a recorded agent run, loaded and validated.
+
+A trace is an ordered list of steps; a step is one turn of one actor: the context it decided from, the
+action it took (text and tool calls) and the observations that followed. Decision steps are the turns of
+stochastic actors (agents by default); they are what replay can hold, resample or force.
+
+Files go through `migrate` (the one place that upgrades older versions) and then pydantic validation.
+Every problem becomes an `InputError` with one line naming the file, the JSON path and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from car.errors import InputError
+
+__all__ = [
+    "TRACE_VERSION",
+    "Action",
+    "Actor",
+    "Message",
+    "Observation",
+    "Outcome",
+    "ReplaySpecs",
+    "Sampling",
+    "Step",
+    "ToolCall",
+    "Trace",
+    "canonical_json",
+    "load_trace",
+    "migrate",
+    "parse_trace",
+]
+
+TRACE_VERSION = "car.trace/v1"
+KNOWN_VERSIONS = (TRACE_VERSION,)
+
+
+def canonical_json(value: Any) -> str:
+    """A stable text form of a JSON value: sorted keys, no whitespace, floats as repr."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolCall(_Model):
+    """One tool call of an action. `raw_arguments` keeps the argument string exactly as recorded."""
+
+    id: str
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+    def signature(self) -> str:
+        return f"{self.name}({canonical_json(self.arguments)})"
+
+
+class Action(_Model):
+    """What an actor did at a step: free text and zero or more tool calls."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def signature(self) -> str:
+        """Tool names plus canonical arguments when there are calls, else the normalised text."""
+        if self.tool_calls:
+            return "calls:" + ";".join(c.signature() for c in self.tool_calls)
+        return "text:" + " ".join(self.text.split()).casefold()
+
+    def summary(self, width: int = 60) -> str:
+        if self.tool_calls:
+            parts = [f"{c.name}({_short_args(c.arguments)})" for c in self.tool_calls]
+            s = ", ".join(parts)
+            if self.text.strip():
+                s = f"{' '.join(self.text.split())} -> {s}"
+        else:
+            s = " ".join(self.text.split())
+        return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _short_args(args: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+
+
+class Observation(_Model):
+    """What followed an action: a tool result keyed by call id, or an environment message."""
+
+    call_id: str | None = None
+    content: str = ""
+    is_error: bool = False
+
+
+class Message(_Model):
+    """A chat message, for contexts recorded explicitly (fidelity class A)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+class Sampling(_Model):
+    """Sampling parameters recorded for a decision (only what was recorded is ever sent)."""
+
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class Actor(_Model):
+    """A participant: an agent, a simulated user, or a tool/environment actor."""
+
+    id: str = Field(min_length=1)
+    kind: Literal["agent", "user", "tool", "other"] = "agent"
+    system_prompt: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    view: Literal["all", "own"] = "all"
+    stochastic: bool | None = None
+
+    @property
+    def decides(self) -> bool:
+        """Whether this actor's turns are decision steps (agents by default, users if marked)."""
+        return self.stochastic if self.stochastic is not None else self.kind == "agent"
+
+
+class Step(_Model):
+    """One turn of one actor."""
+
+    index: int = Field(ge=0)
+    actor: str
+    context: Literal["prefix"] | tuple[Message, ...] = "prefix"
+    action: Action
+    observations: tuple[Observation, ...] = ()
+    sampling: Sampling | None = None
+    env_state: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Outcome(_Model):
+    """How the recorded run ended. `score` follows car's convention: 1 is the failure being debugged."""
+
+    failed: bool | None = None
+    score: float | None = Field(default=None, ge=0, le=1)
+    label: str | None = None
+    detail: str | None = None
+
+    @property
+    def value(self) -> float | None:
+        if self.score is not None:
+            return self.score
+        if self.failed is not None:
+            return 1.0 if self.failed else 0.0
+        return None
+
+
+class ReplaySpecs(_Model):
+    """Default component specs a trace may carry. Built-in names only: loading a trace runs no code."""
+
+    policy: str | None = None
+    env: str | None = None
+    scorer: str | None = None
+
+
+class Trace(_Model):
+    """A recorded agent run."""
+
+    version: Literal["car.trace/v1"] = TRACE_VERSION
+    id: str = Field(min_length=1)
+    task: str | dict[str, Any] = ""
+    actors: tuple[Actor, ...] = Field(min_length=1)
+    steps: tuple[Step, ...] = Field(min_length=1)
+    outcome: Outcome = Outcome()
+    replay: ReplaySpecs | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("steps")
+    @classmethod
+    def _dense_indices(cls, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        for i, step in enumerate(steps):
+            if step.index != i:
+                raise _PathError(
+                    ("steps", i, "index"),
+                    f"expected {i} (step indices are dense from 0 and in order), got {step.index}",
+                )
+        return steps
+
+    @model_validator(mode="after")
+    def _references(self) -> Trace:
+        ids = [a.id for a in self.actors]
+        seen: set[str] = set()
+        for i, a in enumerate(ids):
+            if a in seen:
+                raise _PathError(("actors", i, "id"), f"duplicate actor id {a!r}")
+            seen.add(a)
+        for step in self.steps:
+            if step.actor not in seen:
+                raise _PathError(
+                    ("steps", step.index, "actor"),
+                    f"unknown actor {step.actor!r}; actors are {', '.join(map(repr, ids))}",
+                )
+            call_ids = {c.id for c in step.action.tool_calls}
+            for j, obs in enumerate(step.observations):
+                if obs.call_id is not None and obs.call_id not in call_ids:
+                    raise _PathError(
+                        ("steps", step.index, "observations", j, "call_id"),
+                        f"{obs.call_id!r} matches no tool call of this step",
+                    )
+        if self.replay is not None:
+            from car.specs import check_builtin  # local: specs imports trace types
+
+            for kind in ("policy", "env", "scorer"):
+                spec = getattr(self.replay, kind)
+                if spec is not None:
+                    problem = check_builtin(kind, spec)
+                    if problem:
+                        raise _PathError(("replay", kind), problem)
+        return self
+
+    # -- derived views -------------------------------------------------------------------------
+    def actor(self, actor_id: str) -> Actor:
+        for a in self.actors:
+            if a.id == actor_id:
+                return a
+        raise KeyError(actor_id)
+
+    @property
+    def decision_steps(self) -> tuple[int, ...]:
+        """Indices of the steps that replay may hold, resample or force."""
+        deciders = {a.id for a in self.actors if a.decides}
+        return tuple(s.index for s in self.steps if s.actor in deciders)
+
+    def to_json(self) -> str:
+        """The trace as a JSON document (defaults omitted, version first)."""
+        body = self.model_dump(mode="json", exclude_defaults=True)
+        body.pop("version", None)
+        return json.dumps({"version": self.version, **body}, indent=2, ensure_ascii=False) + "\n"
+
+    def content_hash(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+
+class _PathError(ValueError):
+    """A validation problem at a JSON path inside the trace (raised from validators)."""
+
+    def __init__(self, loc: tuple[str | int, ...], msg: str) -> None:
+        super().__init__(msg)
+        self.loc = loc
+        self.msg = msg
+
+
+def json_path(loc: Sequence[str | int]) -> str:
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:
+    """Upgrade a parsed trace document to the current version (the one migration entry point).
+
+    Only `car.trace/v1` exists today; the function is where a v2 would map v1 documents forward.
+    """
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: $: expected a JSON object (a car trace), got {_kind(data)}")
+    version = data.get("version")
+    if version is None:
+        raise InputError(
+            f"{source}: $.version: missing; expected {TRACE_VERSION!r} "
+            "(foreign formats go through `car import`)"
+        )
+    if version not in KNOWN_VERSIONS:
+        raise InputError(
+            f"{source}: $.version: unknown version {version!r}; this car reads "
+            f"{', '.join(map(repr, KNOWN_VERSIONS))}"
+        )
+    return data
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else "null"
+    )
+
+
+def parse_trace(data: Any, *, source: str = "<trace>") -> Trace:
+    """Validate a parsed JSON document as a trace; errors name `source` and the JSON path."""
+    doc = migrate(data, source=source)
+    try:
+        return Trace.model_validate(doc)
+    except ValidationError as exc:
+        raise InputError(_describe(exc, source, doc)) from None
+    except _PathError as exc:
+        raise InputError(f"{source}: {json_path(exc.loc)}: {exc.msg}") from None
+
+
+def _describe(exc: ValidationError, source: str, doc: Any) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+    ctx = err.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, _PathError):
+        return f"{source}: {json_path(inner.loc)}: {inner.msg}"
+    msg = str(err["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if err["type"] == "missing":
+        msg = "required field is missing"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling; `car schema` lists the fields)"
+    else:
+        got = err.get("input")
+        if not isinstance(got, dict | list):
+            msg = f"{msg}; got {json.dumps(got, ensure_ascii=False)[:60]}"
+        else:
+            msg = f"{msg}; got {_kind(got)}"
+    more = len(exc.errors()) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
+    return f"{source}: {json_path(loc)}: {msg}{tail}"
+
+
+def _is_union_tag(part: str | int) -> bool:
+    # pydantic inserts the union member's name ("tuple[...]", "literal['prefix']") into locations.
+    return isinstance(part, str) and ("[" in part or part in {"str", "dict[str,any]"})
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a `car.trace/v1` JSON file."""
+    p = Path(path)
+    source = str(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{source}: is a directory, expected a trace file") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: byte {exc.start}: not UTF-8 text") from None
+    if not text.strip():
+        raise InputError(f"{source}: empty file, expected a JSON trace")
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from None
+    except ValueError as exc:
+        raise InputError(f"{source}: invalid JSON: {exc}") from None
+    return parse_trace(data, source=source)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")

@@ -1,0 +1,24 @@
+"""Regenerate the bundled simulated traces: `python traces/regenerate.py` (tests check they match)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from car.sim import SCENARIOS, record
+
+HERE = Path(__file__).parent
+
+
+def bundled() -> dict[str, str]:
+    """File name -> JSON text of every bundled simulated trace."""
+    out = {}
+    for name in SCENARIOS:
+        trace = record(name, seed=0)
+        out[f"{name}.json"] = trace.to_json()
+    return out
+
+
+if __name__ == "__main__":
+    for file, text in bundled().items():
+        (HERE / file).write_text(text, encoding="utf-8")
+        print(f"wrote traces/{file}")
