@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from car.blame import blame, blame_async
 from car.errors import BackendError, BudgetError, CarError, InputError, SpecError
-from car.protocols import Decision, EnvStep, Environment, Policy, Scorer, Trajectory, Turn
+from car.protocols import Decision, Environment, EnvStep, Policy, Scorer, Trajectory, Turn
 from car.replay import Plan, Replay, Rollout
 from car.report import Report
 from car.rng import EventKey

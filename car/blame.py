@@ -14,8 +14,9 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from car.replay import Plan, Replay, Rollout
 from car.report import Budget, Estimate, Report, Specs, StepReport
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import clopper_pearson
-from car.trace import Trace, load_trace
+from car.trace import Action, Trace, load_trace
 
 __all__ = ["Progress", "blame", "blame_async"]
 
@@ -84,8 +85,9 @@ async def _gather_limited(
     return list(await asyncio.gather(*(one(j) for j in jobs)))
 
 
-def _validate_options(samples: int, match_samples: int, concurrency: int, level: float,
-                      min_effect: float) -> None:
+def _validate_options(
+    samples: int, match_samples: int, concurrency: int, level: float, min_effect: float
+) -> None:
     if samples < 1:
         raise InputError(f"--samples must be at least 1, got {samples}")
     if match_samples < 0:
@@ -130,13 +132,12 @@ async def blame_async(
 
     m = len(decisions)
     factual_reps = 1 if comps.scorer.deterministic else samples
-    jobs: list[Callable[[], Awaitable[Rollout]]] = []
-    for r in range(factual_reps):
-        jobs.append(lambda r=r: replay.run(Plan.hold_all(trace), r))  # type: ignore[misc]
+    jobs: list[Callable[[], Awaitable[Rollout]]] = [
+        partial(replay.run, Plan.hold_all(trace), r) for r in range(factual_reps)
+    ]
     for step in decisions:
         plan = Plan.resample_from(trace, step)
-        for r in range(samples):
-            jobs.append(lambda plan=plan, r=r: replay.run(plan, r))  # type: ignore[misc]
+        jobs += [partial(replay.run, plan, r) for r in range(samples)]
     total = len(jobs) + m * match_samples
     done = 0
 
@@ -147,13 +148,11 @@ async def blame_async(
             progress("rollouts", done, total)
 
     rollouts = await _gather_limited(jobs, concurrency, tick)
-    match_jobs = [
-        (lambda s=step, j=j: replay.sample_recorded(s, j))
-        for step in decisions
-        for j in range(match_samples)
+    match_jobs: list[Callable[[], Awaitable[Action]]] = [
+        partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
     ]
     try:
-        actions = await _gather_limited(match_jobs, concurrency, tick)  # type: ignore[arg-type]
+        actions = await _gather_limited(match_jobs, concurrency, tick)
     except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
         actions = []
         replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
@@ -166,9 +165,20 @@ async def blame_async(
         matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
     have_matches = len(actions) == m * match_samples and match_samples > 0
     return _report(
-        trace, path, comps, replay, rollouts, factual, arms, matches if have_matches else None,
-        samples=samples, match_samples=match_samples, seed=seed, level=level,
-        min_effect=min_effect, max_error_rate=max_error_rate,
+        trace,
+        path,
+        comps,
+        replay,
+        rollouts,
+        factual,
+        arms,
+        matches if have_matches else None,
+        samples=samples,
+        match_samples=match_samples,
+        seed=seed,
+        level=level,
+        min_effect=min_effect,
+        max_error_rate=max_error_rate,
     )
 
 
@@ -234,7 +244,10 @@ def _report(
         )
     else:
         result = estimate_contrastive(
-            arms, factual, factual_exact=comps.scorer.deterministic, level=level,
+            arms,
+            factual,
+            factual_exact=comps.scorer.deterministic,
+            level=level,
             min_effect=min_effect,
         )
 
@@ -245,8 +258,7 @@ def _report(
         for k in range(len(decisions)):
             hits = int(matches[k].sum())
             lo, hi = clopper_pearson(hits, match_samples, level)
-            match_by_pos[k] = Estimate(estimate=hits / match_samples, low=lo, high=hi,
-                                       n=match_samples)
+            match_by_pos[k] = Estimate(estimate=hits / match_samples, low=lo, high=hi, n=match_samples)
             if hits == 0:
                 never.append(decisions[k])
         total_hits = int(matches.sum())
@@ -269,15 +281,15 @@ def _report(
     steps: list[StepReport] = []
     pos_of = {d: k for k, d in enumerate(decisions)}
     for s in trace.steps:
-        k = pos_of.get(s.index)
+        pos = pos_of.get(s.index)
         sr = StepReport(
-            index=s.index, actor=s.actor, decision=k is not None, action=s.action.summary()
+            index=s.index, actor=s.actor, decision=pos is not None, action=s.action.summary()
         )
-        if k is not None:
-            sr.match_rate = match_by_pos[k]
+        if pos is not None:
+            sr.match_rate = match_by_pos[pos]
             sr.never_reproduced = s.index in never
             if result is not None:
-                p = result.positions[k]
+                p = result.positions[pos]
                 sr.rescue, sr.effect, sr.drop = _est(p.rescue), _est(p.effect), _est(p.drop)
                 sr.verdict = p.verdict  # type: ignore[assignment]
         steps.append(sr)
@@ -295,12 +307,10 @@ def _report(
                 f"the largest single drop is at step {largest}, not at the locus (step {locus})"
             )
         if len(shared) >= 2:
-            notes.append(
-                f"credit looks shared: steps {_join(shared)} each carry a significant drop"
-            )
+            notes.append(f"credit looks shared: steps {_join(shared)} each carry a significant drop")
 
     errored = c.errors
-    status = "ok"
+    status: Literal["ok", "backend-errors"] = "ok"
     if c.rollouts and errored / c.rollouts > max_error_rate:
         status = "backend-errors"
     if errored:
@@ -311,15 +321,18 @@ def _report(
     fact_est = (
         Estimate(estimate=float(fact_ok[0]), low=float(fact_ok[0]), high=float(fact_ok[0]), n=1)
         if result is not None and result.factual_exact
-        else (_est(result.factual) if result is not None else
-              Estimate(estimate=None, low=None, high=None, n=0))
+        else (
+            _est(result.factual)
+            if result is not None
+            else Estimate(estimate=None, low=None, high=None, n=0)
+        )
     )
     report = Report(
         car_version=__version__,
         trace_id=trace.id,
         trace_path=path,
         trace_hash=trace.content_hash(),
-        status=status,  # type: ignore[arg-type]
+        status=status,
         headline="",
         locus=locus,
         locus_actor=trace.steps[locus].actor if locus is not None else None,
@@ -336,8 +349,12 @@ def _report(
         first_error=c.first_error,
         notes=notes,
         budget=Budget(
-            rollouts=c.rollouts, policy_calls=c.policy_calls, env_calls=c.env_calls,
-            reused=c.reused, errored=errored, unscorable=c.unscorable,
+            rollouts=c.rollouts,
+            policy_calls=c.policy_calls,
+            env_calls=c.env_calls,
+            reused=c.reused,
+            errored=errored,
+            unscorable=c.unscorable,
         ),
         seed=seed,
         level=level,
@@ -363,9 +380,7 @@ def headline(report: Report) -> str:
     assert s.effect is not None and s.effect.estimate is not None
     pct = f"{s.effect.estimate:.0%} [{s.effect.low:.0%}, {s.effect.high:.0%}]"
     later = [x.index for x in report.steps if x.decision and x.index > report.locus]
-    tail = (
-        f"; from step {later[0]} on the failure was already committed" if later else ""
-    )
+    tail = f"; from step {later[0]} on the failure was already committed" if later else ""
     return (
         f"Step {s.index} ({s.actor}: {s.action}) is where the run was decided: re-deciding from "
         f"there removes {pct} of the failure{tail}."

@@ -9,7 +9,7 @@ import io
 import json
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -21,8 +21,10 @@ from car.errors import CarError
 from car.report import Report
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
-_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_ClickException: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
 
 app = typer.Typer(
     name="car",
@@ -34,12 +36,12 @@ app = typer.Typer(
 )
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     json = "json"
 
 
-class SchemaName(str, Enum):
+class SchemaName(StrEnum):
     trace = "trace"
     report = "report"
 
@@ -80,7 +82,9 @@ def _root(
 def blame(
     trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
     policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
-    env: Annotated[str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")] = None,
+    env: Annotated[
+        str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
+    ] = None,
     scorer: Annotated[str | None, typer.Option(help="Scorer spec (default: the trace's).")] = None,
     samples: Annotated[int, typer.Option(help="Rollouts per decision step.")] = 32,
     match_samples: Annotated[int, typer.Option(help="Draws per step for the action-match rate.")] = 8,
@@ -100,8 +104,12 @@ def blame(
 
     err = _stderr()
     bar = Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
         disable=not err.is_terminal,
     )
     task_id = bar.add_task("replaying", total=None)
@@ -114,21 +122,28 @@ def blame(
     with bar:
         report = asyncio.run(
             blame_async(
-                trace, policy=policy, env=env, scorer=scorer, samples=samples,
-                match_samples=match_samples, seed=seed, concurrency=concurrency, level=level,
-                min_effect=min_effect, progress=progress,
+                trace,
+                policy=policy,
+                env=env,
+                scorer=scorer,
+                samples=samples,
+                match_samples=match_samples,
+                seed=seed,
+                concurrency=concurrency,
+                level=level,
+                min_effect=min_effect,
+                progress=progress,
             )
         )
-    if fmt is Format.json:
-        text = render_json(report)
-    else:
-        text = _table_text(report, to_file=output is not None)
+    text = render_json(report) if fmt is Format.json else _table_text(report, to_file=output is not None)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             sys.stdout.write(text)
-            raise CarError(f"{output}: cannot write the report ({exc.strerror}); printed it instead") from None
+            raise CarError(
+                f"{output}: cannot write the report ({exc.strerror}); printed it instead"
+            ) from None
         err.print(f"report written to {output}", highlight=False)
     elif text:
         sys.stdout.write(text)
@@ -198,9 +213,9 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(exc, "ctx", None)
         name = getattr(ctx, "info_name", None)
         hint = f" (see 'car {name} --help')" if name and name != "car" else " (see 'car --help')"
-        _fail(CarError(f"{exc.format_message()}{hint}"), 2)
+        _fail(CarError(f"{exc.format_message()}{hint}"), 2)  # type: ignore[attr-defined]
     except _ClickException as exc:
-        _fail(CarError(exc.format_message()), 2)
+        _fail(CarError(exc.format_message()), 2)  # type: ignore[attr-defined]
     except CarError as exc:
         _fail(exc, exc.exit_code)
     except KeyboardInterrupt:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from car.rng import EventKey
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     """How a turn of a rollout came about."""
 
     COPIED = "copied"  # copied from the record, before the first changed step: nothing ran
@@ -100,9 +100,7 @@ def render_messages(
     for turn in history:
         if turn.actor == actor.id:
             out.append(
-                Message(
-                    role="assistant", content=turn.action.text, tool_calls=turn.action.tool_calls
-                )
+                Message(role="assistant", content=turn.action.text, tool_calls=turn.action.tool_calls)
             )
             out.extend(
                 Message(role="tool", content=o.content, tool_call_id=o.call_id)
@@ -172,9 +170,7 @@ class Environment(Protocol):
         """The state after `history` (a prefix of the record or of a rollout), without re-execution."""
         ...
 
-    async def step(
-        self, state: Any, index: int, actor: str, action: Action, key: EventKey
-    ) -> EnvStep:
+    async def step(self, state: Any, index: int, actor: str, action: Action, key: EventKey) -> EnvStep:
         """Execute the action's tool calls from `state`; return observations and the next actor."""
         ...
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -45,16 +46,23 @@ def render_table(report: Report, console: Console) -> None:
     """Print the ranked blame table and the summary lines."""
     title = Text("car blame: ")
     title.append_text(literal(report.trace_id))
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("rank", justify="right")
-    table.add_column("step", justify="right")
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),
+        collapse_padding=True,
+    )
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("step", justify="right", no_wrap=True)
     actor_width = min(14, max(5, *(len(s.actor) for s in report.steps)))
     table.add_column("actor", min_width=actor_width, max_width=14, no_wrap=True)
-    table.add_column("action", max_width=40, overflow="ellipsis", no_wrap=True)
+    table.add_column("action", max_width=36, overflow="ellipsis", no_wrap=True)
     table.add_column(f"rescue [{report.level:.0%} CI]", no_wrap=True)
     table.add_column("drop", no_wrap=True)
     table.add_column("match", no_wrap=True, justify="right")
-    table.add_column("verdict", min_width=15, no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
 
     decisions = [s for s in report.steps if s.decision]
 
@@ -67,13 +75,20 @@ def render_table(report: Report, console: Console) -> None:
     order = sorted((s.index for s in decisions), key=rank_key)
     for rank, index in enumerate(order, 1):
         s = report.steps[index]
-        match = "-" if s.match_rate is None or s.match_rate.estimate is None else (
-            f"{s.match_rate.estimate:.0%}" + (" !" if s.never_reproduced else "")
+        match = (
+            "-"
+            if s.match_rate is None or s.match_rate.estimate is None
+            else (f"{s.match_rate.estimate:.0%}" + (" !" if s.never_reproduced else ""))
         )
         verdict = s.verdict or "-"
         table.add_row(
-            str(rank), str(s.index), literal(s.actor), literal(s.action),
-            _pct(s.rescue), _pct(s.drop, signed=True), match,
+            str(rank),
+            str(s.index),
+            literal(s.actor),
+            literal(s.action),
+            _pct(s.rescue),
+            _pct(s.drop, signed=True),
+            match,
             Text(verdict, style=_STYLE.get(verdict, "")),
         )
 
@@ -83,7 +98,8 @@ def render_table(report: Report, console: Console) -> None:
     m = report.match_rate
     match_line = (
         f"action-match rate {_pct(m)} over {m.n} draws"
-        if m.estimate is not None else "action-match rate: not measured"
+        if m.estimate is not None
+        else "action-match rate: not measured"
     )
     fact = report.factual
     fact_line = (
@@ -94,12 +110,14 @@ def render_table(report: Report, console: Console) -> None:
     )
     b = report.budget
     lines.append(Text(f"{match_line}; {fact_line}; divergence {report.divergence_rate:.0%}"))
-    lines.append(Text(
-        f"budget: {b.rollouts} rollouts, {b.policy_calls} policy calls"
-        f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
-        f"{report.samples} samples per step; min effect {report.min_effect:.0%}; "
-        f"verdicts Bonferroni-adjusted over {len(decisions)} steps"
-    ))
+    lines.append(
+        Text(
+            f"budget: {b.rollouts} rollouts, {b.policy_calls} policy calls"
+            f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
+            f"{report.samples} samples per step; min effect {report.min_effect:.0%}; "
+            f"verdicts Bonferroni-adjusted over {len(decisions)} steps"
+        )
+    )
     spec_line = Text("specs: ") + literal(
         f"policy={report.specs.policy} env={report.specs.env} scorer={report.specs.scorer}"
     )

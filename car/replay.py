@@ -161,9 +161,7 @@ class Replay:
         rollout under the new plan: it is returned at no cost, marked `reused`.
         """
         plan = rollout.plan.with_forced(step, action)
-        if step >= len(rollout.turns) or (
-            rollout.turns[step].action.signature() == action.signature()
-        ):
+        if step >= len(rollout.turns) or (rollout.turns[step].action.signature() == action.signature()):
             self.counters.reused += 1
             return replace(rollout, plan=plan, reused=True)
         turns = list(rollout.turns[:step])
@@ -188,9 +186,7 @@ class Replay:
     def _decision(self, index: int, actor: str, history: tuple[Turn, ...]) -> Decision:
         rec = self.trace.steps[index] if index < len(self.trace.steps) else None
         on_record = rec is not None and rec.actor == actor and self._on_record(history)
-        explicit = (
-            rec.context if on_record and rec is not None and rec.context != "prefix" else None
-        )
+        explicit = rec.context if on_record and rec is not None and rec.context != "prefix" else None
         return Decision(
             step=index,
             actor=self._actors[actor],

@@ -11,7 +11,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["REPORT_VERSION", "Budget", "Estimate", "Report", "Specs", "StepReport"]
+__all__ = [
+    "REPORT_VERSION",
+    "Budget",
+    "Estimate",
+    "Report",
+    "ShapleyPlayer",
+    "ShapleyReport",
+    "Specs",
+    "StepReport",
+]
 
 REPORT_VERSION = "car.report/v1"
 
@@ -63,6 +72,31 @@ class Budget(_Model):
     unscorable: int = 0
 
 
+class ShapleyPlayer(_Model):
+    """One player of the Shapley game: a step, an agent (all its decision steps) or a group."""
+
+    id: str
+    steps: list[int]
+    value: float
+    low: float
+    high: float
+    share: float | None = Field(default=None, description="value / total, when the total is not 0")
+
+
+class ShapleyReport(_Model):
+    """Shapley credit over players; `total` (sum of values) sits beside `v_all - v_none`."""
+
+    method: Literal["exact", "permutation"]
+    players_kind: Literal["steps", "agents", "groups"] = "steps"
+    players: list[ShapleyPlayer]
+    total: float
+    v_all: Estimate
+    v_none: Estimate
+    budget: Budget
+    budget_reached: bool = False
+    target_width: float | None = None
+
+
 class Specs(_Model):
     policy: str
     env: str
@@ -70,12 +104,19 @@ class Specs(_Model):
 
 
 class Report(_Model):
-    version: Literal["car.report/v1"] = REPORT_VERSION
+    version: Literal["car.report/v1"] = "car.report/v1"
     car_version: str
     trace_id: str
     trace_path: str | None = None
     trace_hash: str
-    method: Literal["contrastive"] = "contrastive"
+    method: Literal["contrastive", "shapley"] = "contrastive"
+    method_reason: str | None = Field(
+        default=None, description="why Shapley ran (the fallback rule that fired), if it did"
+    )
+    fidelity: Literal["A", "B", "C"] | None = Field(
+        default=None,
+        description="trace fidelity class when imported (A exact inputs, B conversation, C text)",
+    )
     status: Literal["ok", "backend-errors"] = "ok"
     headline: str
     locus: int | None
@@ -92,6 +133,7 @@ class Report(_Model):
     divergence_rate: float
     first_error: str | None = None
     notes: list[str] = Field(default_factory=list)
+    shapley: ShapleyReport | None = None
     budget: Budget
     seed: int
     level: float

@@ -29,7 +29,12 @@ class EventKey:
 
     def _entropy(self) -> list[int]:
         step = _END if self.step < 0 else self.step
-        return [self.seed & 0xFFFFFFFFFFFFFFFF, self.replicate, step, zlib.crc32(self.kind.encode())]
+        return [
+            self.seed & 0xFFFFFFFFFFFFFFFF,
+            self.replicate,
+            step,
+            zlib.crc32(self.kind.encode()),
+        ]
 
     def generator(self) -> np.random.Generator:
         """A fresh generator owned by this event; the same key always gives the same stream."""

@@ -14,6 +14,7 @@ imports or runs code named in it.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.util
 import inspect
@@ -78,9 +79,7 @@ def check_builtin(kind: str, spec: str) -> str | None:
 
 
 def _suggest(kind: str, spec: str) -> str:
-    names = list(_builtin_names(kind)) + [
-        ep.name for ep in entry_points(group=_GROUPS[kind])
-    ]
+    names = list(_builtin_names(kind)) + [ep.name for ep in entry_points(group=_GROUPS[kind])]
     close = difflib.get_close_matches(spec, names, n=1, cutoff=0.6)
     if close:
         return f"; did you mean {close[0]!r}?"
@@ -155,15 +154,11 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
             f"{_WORD[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()"
         )
     if not getattr(component, "spec", None):
-        try:
+        with contextlib.suppress(AttributeError):
             component.spec = spec
-        except AttributeError:
-            pass
     if kind == "scorer" and not hasattr(component, "deterministic"):
-        try:
+        with contextlib.suppress(AttributeError):
             component.deterministic = False  # unknown: estimate the factual arm by replay
-        except AttributeError:
-            pass
     return component
 
 

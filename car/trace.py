@@ -174,7 +174,7 @@ class ReplaySpecs(_Model):
 class Trace(_Model):
     """A recorded agent run."""
 
-    version: Literal["car.trace/v1"] = TRACE_VERSION
+    version: Literal["car.trace/v1"] = "car.trace/v1"
     id: str = Field(min_length=1)
     task: str | dict[str, Any] = ""
     actors: tuple[Actor, ...] = Field(min_length=1)

@@ -22,9 +22,7 @@ from car.trace import Trace
 
 __all__ = ["SCENARIOS", "Scenario", "make", "record", "scenario_for"]
 
-SCENARIOS: dict[str, type[Scenario]] = {
-    s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam)
-}
+SCENARIOS: dict[str, type[Scenario]] = {s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam)}
 
 
 def scenario_for(name: str, trace: Trace | None = None, **params: float) -> Scenario:
@@ -59,4 +57,4 @@ def make(kind: str, name: str, trace: Trace, spec: str) -> Any:
 
 def record(name: str, *, seed: int = 0, **params: float) -> Trace:
     """A recorded failing run of scenario `name` (deterministic for a given seed and parameters)."""
-    return _record(scenario_for(name, **params), seed=seed)
+    return _record(scenario_for(name, None, **params), seed=seed)

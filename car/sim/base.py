@@ -32,9 +32,7 @@ def call(call_id: str, name: str, text: str = "", **arguments: Any) -> Action:
     return Action(
         text=text,
         tool_calls=(
-            ToolCall(
-                id=call_id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments)
-            ),
+            ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments)),
         ),
     )
 
@@ -81,9 +79,7 @@ class SimPolicy:
     spec: str
 
     async def act(self, decision: Decision, key: EventKey) -> Action:
-        return self.scenario.decide(
-            decision.step, decision.actor.id, decision.history, key.uniform()
-        )
+        return self.scenario.decide(decision.step, decision.actor.id, decision.history, key.uniform())
 
 
 @dataclass
