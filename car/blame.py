@@ -314,7 +314,10 @@ def _report(
     if c.rollouts and errored / c.rollouts > max_error_rate:
         status = "backend-errors"
     if errored:
-        notes.append(f"{errored} of {c.rollouts} rollouts errored (excluded from the estimates)")
+        notes.append(
+            f"{errored} of {c.rollouts} rollouts errored and are excluded; when errors depend on "
+            "what the agent did, the remaining estimates are biased"
+        )
     if c.unscorable:
         notes.append(f"{c.unscorable} rollouts could not be scored (excluded)")
 

@@ -194,7 +194,8 @@ def _table_text(report: Report, *, to_file: bool) -> str:
     # Not a terminal: a fixed, roomy width and no styling, so files and pipes read well.
     plain = Console(record=True, width=120, file=io.StringIO(), no_color=True)
     render_table(report, plain)
-    return plain.export_text(styles=False)
+    text = plain.export_text(styles=False)
+    return text if text.endswith("\n") else text + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,7 +15,8 @@ __all__ = [
     "clopper_pearson",
     "cp_lower",
     "cp_upper",
-    "newcombe_paired",
+    "paired_difference",
+    "tango",
     "wilson",
 ]
 
@@ -52,33 +53,53 @@ def wilson(k: int, n: int, level: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def newcombe_paired(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, float]:
-    """Difference mean(a) - mean(b) of paired binary samples with Newcombe's hybrid score interval.
+def paired_difference(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, float]:
+    """mean(a) - mean(b) for paired binary samples, with Tango's score interval.
 
-    Newcombe (1998), method 10: Wilson intervals for each margin, combined with the estimated
-    correlation of the pairs. Returns (estimate, low, high). Fractional values are rounded to 0/1
-    only for the margins' counts; callers pass binary outcomes.
+    Only the discordant pairs carry information about the difference: with n pairs, `up` pairs where
+    a=1, b=0 and `down` pairs where a=0, b=1, the estimate is (up - down) / n. Tango's (1998) score
+    interval inverts the score test of H0: difference = d, using the constrained maximum-likelihood
+    estimate of the discordant cell probabilities. Unlike Wald or Newcombe's hybrid intervals it keeps
+    its width when there are no discordant pairs at all, which is common with common random numbers
+    (two arms that share noise often agree on every replicate). Returns (estimate, low, high).
     """
+    a = np.asarray(a, dtype=float) > 0.5
+    b = np.asarray(b, dtype=float) > 0.5
     n = len(a)
     if n == 0:
         return math.nan, -1.0, 1.0
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    ka, kb = round(float(a.sum())), round(float(b.sum()))
-    p1, p2 = ka / n, kb / n
-    l1, u1 = wilson(ka, n, level)
-    l2, u2 = wilson(kb, n, level)
-    # The phi correlation of the 2x2 table, truncated at zero when negative as Newcombe advises.
-    A = float(np.sum((a > 0.5) & (b > 0.5)))
-    B = float(np.sum((a > 0.5) & (b <= 0.5)))
-    C = float(np.sum((a <= 0.5) & (b > 0.5)))
-    D = float(n - A - B - C)
-    denom = (A + B) * (C + D) * (A + C) * (B + D)
-    phi = 0.0 if denom == 0 else (A * D - B * C) / math.sqrt(denom)
-    phi = max(phi, 0.0)
-    d = p1 - p2
-    dl2 = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
-    du2 = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2
-    low = d - math.sqrt(max(dl2, 0.0))
-    high = d + math.sqrt(max(du2, 0.0))
-    return d, max(-1.0, low), min(1.0, high)
+    up = int(np.sum(a & ~b))
+    down = int(np.sum(~a & b))
+    return tango(up, down, n, level)
+
+
+def _tango_z(d: float, up: int, down: int, n: int) -> float:
+    """Score statistic for H0: p(up) - p(down) = d."""
+    lin = up + down - 2 * n * d + d * (up - down)
+    q = (lin + math.sqrt(max(lin * lin + 8 * n * down * d * (1 - d), 0.0))) / (4 * n)
+    var = n * (2 * q + d * (1 - d))
+    num = up - down - n * d
+    if var <= 0:
+        return 0.0 if num == 0 else math.copysign(math.inf, num)
+    return num / math.sqrt(var)
+
+
+def tango(up: int, down: int, n: int, level: float) -> tuple[float, float, float]:
+    """Tango's score interval for a paired difference of proportions from discordant counts."""
+    from scipy.optimize import brentq
+
+    z = float(stats.norm.isf((1 - level) / 2))
+    d_hat = (up - down) / n
+    eps = 1e-12
+
+    def bound(lo: float, hi: float, target: float) -> float:
+        def f(d: float) -> float:
+            return _tango_z(d, up, down, n) - target
+
+        if f(lo) * f(hi) > 0:
+            return lo if abs(f(lo)) < abs(f(hi)) else hi
+        return float(brentq(f, lo, hi, xtol=1e-10))
+
+    low = -1.0 if d_hat <= -1 + eps else bound(-1 + eps, d_hat, z)
+    high = 1.0 if d_hat >= 1 - eps else bound(d_hat, 1 - eps, -z)
+    return d_hat, max(-1.0, low), min(1.0, high)

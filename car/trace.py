@@ -300,32 +300,48 @@ def parse_trace(data: Any, *, source: str = "<trace>") -> Trace:
     try:
         return Trace.model_validate(doc)
     except ValidationError as exc:
-        raise InputError(_describe(exc, source, doc)) from None
+        raise InputError(_describe(exc, source)) from None
     except _PathError as exc:
         raise InputError(f"{source}: {json_path(exc.loc)}: {exc.msg}") from None
 
 
-def _describe(exc: ValidationError, source: str, doc: Any) -> str:
-    err = exc.errors(include_url=False)[0]
+_EXPECTED = {
+    "model_type": "expected an object",
+    "model_attributes_type": "expected an object",
+    "dict_type": "expected an object",
+    "tuple_type": "expected an array",
+    "list_type": "expected an array",
+    "string_type": "expected a string",
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+}
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    errors = exc.errors(include_url=False)
+    # The deepest location is the most specific complaint (a union reports each member's failure).
+    err = max(errors, key=lambda e: len([p for p in e["loc"] if not _is_union_tag(p)]))
     loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
-    ctx = err.get("ctx") or {}
-    inner = ctx.get("error")
+    inner = (err.get("ctx") or {}).get("error")
     if isinstance(inner, _PathError):
         return f"{source}: {json_path(inner.loc)}: {inner.msg}"
-    msg = str(err["msg"])
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    if err["type"] == "missing":
+    kind = err["type"]
+    if kind == "missing":
         msg = "required field is missing"
-    elif err["type"] == "extra_forbidden":
+    elif kind == "extra_forbidden":
         msg = "unknown field (check the spelling; `car schema` lists the fields)"
     else:
+        msg = _EXPECTED.get(kind) or str(err["msg"]).removeprefix("Value error, ")
+        msg = msg.replace("Input should be", "expected")
         got = err.get("input")
-        if not isinstance(got, dict | list):
-            msg = f"{msg}; got {json.dumps(got, ensure_ascii=False)[:60]}"
-        else:
-            msg = f"{msg}; got {_kind(got)}"
-    more = len(exc.errors()) - 1
+        shown = _kind(got) if isinstance(got, dict | list) else json.dumps(got, ensure_ascii=False)
+        msg = f"{msg}; got {shown[:60]}"
+    more = len(errors) - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
     return f"{source}: {json_path(loc)}: {msg}{tail}"
 

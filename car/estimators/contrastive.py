@@ -6,7 +6,7 @@ reports, per position:
 
 - rescue `r_k = 1 - p_k` with an exact (Clopper-Pearson) interval;
 - effect `e_k = v - p_k`, the failure probability that re-deciding from k removes; exact when `v` is
-  known (deterministic replay of the record), else a paired Newcombe interval on shared replicates;
+  known (deterministic replay of the record), else a paired (Tango score) interval on shared replicates;
 - adjacent drop `D_k = p_{k+1} - p_k` (with `p_m = v`), paired on shared replicates.
 
 Locus: the latest position whose effect is significantly above `min_effect`, one-sided, Bonferroni-
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats as sps
 
-from car.stats import clopper_pearson, cp_upper, newcombe_paired
+from car.stats import clopper_pearson, cp_upper, paired_difference
 
 __all__ = ["ContrastiveResult", "Interval", "PositionEstimate", "estimate_contrastive"]
 
@@ -103,7 +103,7 @@ def _paired(a: np.ndarray, b: np.ndarray, level: float) -> Interval:
     if n == 0:
         return Interval(math.nan, -1.0, 1.0, 0)
     if _binary(a) and _binary(b):
-        d, lo, hi = newcombe_paired(a, b, level)
+        d, lo, hi = paired_difference(a, b, level)
         return Interval(d, lo, hi, n)
     diff = a - b
     mean = float(diff.mean())

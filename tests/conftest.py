@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "traces"
+SHARED = ROOT.parent / "shared"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """Run the `car` command in-process; return exit code, stdout and stderr."""
+    from car.cli import main
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        code = 0
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        cap = capsys.readouterr()
+        return Result(code, cap.out, cap.err)
+
+    return run

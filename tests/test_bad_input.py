@@ -1,0 +1,191 @@
+"""Bad input: one line naming the file and the place, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TRACES
+
+GOOD: dict[str, Any] = json.loads((TRACES / "support-refund.json").read_text())
+
+
+def _edit(fn: Callable[[dict[str, Any]], Any]) -> str:
+    doc = json.loads(json.dumps(GOOD))
+    fn(doc)
+    return json.dumps(doc)
+
+
+def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
+    def go(doc: dict[str, Any]) -> None:
+        node = doc
+        for p in path[:-1]:
+            node = node[p]
+        node[path[-1]] = value
+
+    return go
+
+
+def _delete(path: list[Any]) -> Callable[[dict[str, Any]], None]:
+    def go(doc: dict[str, Any]) -> None:
+        node = doc
+        for p in path[:-1]:
+            node = node[p]
+        del node[path[-1]]
+
+    return go
+
+
+# name -> (file content, text the error line must contain)
+CORPUS: dict[str, tuple[str | bytes, str]] = {
+    "empty": ("", "empty file"),
+    "whitespace": ("  \n\t", "empty file"),
+    "not-json": ("hello", "line 1 column 1: invalid JSON"),
+    "truncated": (json.dumps(GOOD)[:200], "invalid JSON"),
+    "trailing-comma": ('{"version": "car.trace/v1",}', "line 1 column"),
+    "nan-constant": ('{"version": "car.trace/v1", "x": NaN}', "NaN is not valid JSON"),
+    "binary": (b"\xff\xfe\x00garbage", "not UTF-8"),
+    "array-root": ("[1, 2]", "$: expected a JSON object"),
+    "string-root": ('"trace"', "$: expected a JSON object"),
+    "no-version": (_edit(_delete(["version"])), "$.version: missing"),
+    "unknown-version": (_edit(_set(["version"], "car.trace/v0")), "$.version: unknown version"),
+    "version-number": (_edit(_set(["version"], 1)), "$.version: unknown version"),
+    "no-id": (_edit(_delete(["id"])), "$.id: required field is missing"),
+    "empty-id": (_edit(_set(["id"], "")), "$.id:"),
+    "no-steps": (_edit(_delete(["steps"])), "$.steps: required field is missing"),
+    "empty-steps": (_edit(_set(["steps"], [])), "$.steps:"),
+    "steps-object": (_edit(_set(["steps"], {"0": {}})), "$.steps:"),
+    "no-actors": (_edit(_set(["actors"], [])), "$.actors:"),
+    "index-gap": (_edit(_set(["steps", 2, "index"], 5)), "$.steps[2].index: expected 2"),
+    "index-negative": (_edit(_set(["steps", 0, "index"], -1)), "$.steps[0].index:"),
+    "index-string": (_edit(_set(["steps", 1, "index"], "one")), "$.steps[1].index:"),
+    "unknown-actor": (
+        _edit(_set(["steps", 1, "actor"], "ghost")),
+        "$.steps[1].actor: unknown actor 'ghost'",
+    ),
+    "duplicate-actor": (
+        _edit(lambda d: d["actors"].append(dict(d["actors"][0]))),
+        "$.actors[1].id: duplicate actor id",
+    ),
+    "no-action": (
+        _edit(_delete(["steps", 0, "action"])),
+        "$.steps[0].action: required field is missing",
+    ),
+    "action-string": (_edit(_set(["steps", 0, "action"], "lookup")), "$.steps[0].action:"),
+    "tool-call-no-name": (
+        _edit(_delete(["steps", 0, "action", "tool_calls", 0, "name"])),
+        "$.steps[0].action.tool_calls[0].name: required field is missing",
+    ),
+    "tool-args-list": (
+        _edit(_set(["steps", 0, "action", "tool_calls", 0, "arguments"], [1])),
+        "$.steps[0].action.tool_calls[0].arguments:",
+    ),
+    "orphan-observation": (
+        _edit(_set(["steps", 0, "observations", 0, "call_id"], "nope")),
+        "$.steps[0].observations[0].call_id: 'nope' matches no tool call",
+    ),
+    "unknown-field": (_edit(_set(["steps", 0, "colour"], "red")), "$.steps[0].colour: unknown field"),
+    "bad-actor-kind": (_edit(_set(["actors", 0, "kind"], "robot")), "$.actors[0].kind:"),
+    "bad-temperature": (
+        _edit(_set(["steps", 1, "sampling"], {"temperature": -1})),
+        "$.steps[1].sampling.temperature:",
+    ),
+    "bad-score": (_edit(_set(["outcome", "score"], 3)), "$.outcome.score:"),
+    "code-in-replay": (
+        _edit(_set(["replay", "scorer"], "evil.py@run")),
+        "$.replay.scorer: 'evil.py@run' names code",
+    ),
+    "unknown-builtin": (
+        _edit(_set(["replay", "policy"], "sim:support-refnd")),
+        "$.replay.policy: unknown simulated scenario",
+    ),
+    "entry-point-in-replay": (
+        _edit(_set(["replay", "env"], "mycompany:prod")),
+        "$.replay.env: unknown built-in environment",
+    ),
+    "context-wrong": (_edit(_set(["steps", 1, "context"], "suffix")), "$.steps[1].context:"),
+    "message-bad-role": (
+        _edit(_set(["steps", 1, "context"], [{"role": "robot", "content": "x"}])),
+        "$.steps[1].context",
+    ),
+}
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+@pytest.mark.parametrize("command", ["blame", "validate"])
+def test_bad_trace_gives_one_line_and_exit_2(run_cli, tmp_path: Path, name: str, command: str) -> None:  # type: ignore[no-untyped-def]
+    content, expected = CORPUS[name]
+    path = tmp_path / f"{name}.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    r = run_cli(command, path)
+    assert r.code == 2, r.err
+    assert r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert lines[0].startswith(f"car: error: {path}: ")
+    assert expected in lines[0]
+    assert "Traceback" not in r.err
+
+
+def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", tmp_path / "nope.json")
+    assert r.code == 2 and "nope.json: no such file" in r.err
+    r = run_cli("validate", tmp_path)
+    assert r.code == 2 and "is a directory" in r.err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--policy", "sim:suport-refund", "did you mean 'sim:support-refund'"),
+        ("--policy", "opnai:gpt-4o", "unknown policy 'opnai:gpt-4o'"),
+        ("--env", "recordd", "did you mean 'recorded'"),
+        ("--scorer", "tool-caled:issue_refund", "did you mean"),
+        ("--scorer", "regex:(", "invalid pattern"),
+        ("--scorer", "scorers/refund.py@refund_outside", "did you mean 'refund_outside_window'"),
+        ("--scorer", "scorers/nope.py@x", "no such file"),
+        ("--scorer", "scorers/refund.py@1x", "is not a Python name"),
+        ("--samples", "0", "--samples must be at least 1"),
+        ("--level", "1.5", "--level must be in"),
+        ("--min-effect", "-0.1", "--min-effect must be in"),
+        ("--concurrency", "0", "--concurrency must be at least 1"),
+        ("--samples", "many", "Invalid value"),
+        ("--format", "xml", "Invalid value"),
+        ("--bogus", "1", "No such option"),
+    ],
+)
+def test_bad_options_give_one_line_and_exit_2(run_cli, option: str, value: str, expected: str) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", TRACES / "support-refund.json", option, value)
+    assert r.code == 2, r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert expected in lines[0]
+    assert "Traceback" not in r.err
+
+
+def test_debug_shows_the_traceback(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from car.errors import InputError
+
+    path = tmp_path / "bad.json"
+    path.write_text("{", encoding="utf-8")
+    with pytest.raises(InputError):
+        run_cli("blame", path, "--debug")
+
+
+def test_missing_policy_is_explained(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "t.json"
+    path.write_text(_edit(_delete(["replay"])), encoding="utf-8")
+    r = run_cli("blame", path)
+    assert r.code == 2
+    assert "names no policy" in r.err and "--policy" in r.err

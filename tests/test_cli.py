@@ -1,0 +1,178 @@
+"""The command line and the public API: reports, determinism, literal printing, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import car
+from car.report import Report
+from tests.conftest import ROOT, TRACES
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(car.__all__) == sorted(
+        [
+            "Action",
+            "Actor",
+            "BackendError",
+            "BudgetError",
+            "CarError",
+            "Decision",
+            "EnvStep",
+            "Environment",
+            "EventKey",
+            "InputError",
+            "Observation",
+            "Plan",
+            "Policy",
+            "Replay",
+            "Report",
+            "Rollout",
+            "Scorer",
+            "SpecError",
+            "Step",
+            "ToolCall",
+            "Trace",
+            "Trajectory",
+            "Turn",
+            "__version__",
+            "blame",
+            "blame_async",
+            "load_trace",
+        ]
+    )
+    for name in car.__all__:
+        assert hasattr(car, name)
+
+
+def test_blame_table_names_the_locus(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", TRACES / "support-refund.json")
+    assert r.code == 0, r.err
+    assert "Step 1 (support: PLAN: refund the order) is where the run was decided" in r.out
+    assert "action-match rate" in r.out and "budget: 129 rollouts" in r.out and "seed 0" in r.out
+    first_row = next(line for line in r.out.splitlines() if line.lstrip().startswith("1 "))
+    assert "locus" in first_row and "PLAN: refund" in first_row
+
+
+def test_json_report_has_the_documented_fields(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", TRACES / "pivot.json", "--format", "json", "--seed", "5")
+    assert r.code == 0
+    doc = json.loads(r.out)
+    Report.model_validate(doc)
+    assert doc["version"] == "car.report/v1"
+    assert doc["locus"] == 1 and doc["seed"] == 5
+    for key in ("trace_id", "abstained_reason", "match_rate", "budget", "specs", "steps"):
+        assert key in doc
+    step = doc["steps"][1]
+    assert set(step["rescue"]) == {"estimate", "low", "high", "n"}
+    assert set(step["drop"]) >= {"estimate", "low", "high"}
+    assert step["match_rate"]["n"] == 8
+    assert doc["budget"]["rollouts"] == 1 + 3 * 32
+    assert doc["specs"] == {"policy": "sim:pivot", "env": "sim:pivot", "scorer": "sim:pivot"}
+
+
+@pytest.mark.parametrize("name", ["support-refund", "research-team", "and"])
+def test_same_seed_same_json_at_any_concurrency(run_cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    a = run_cli(
+        "blame", TRACES / f"{name}.json", "--format", "json", "--concurrency", "1", "--seed", "11"
+    )
+    b = run_cli(
+        "blame", TRACES / f"{name}.json", "--format", "json", "--concurrency", "8", "--seed", "11"
+    )
+    c = run_cli(
+        "blame", TRACES / f"{name}.json", "--format", "json", "--concurrency", "8", "--seed", "12"
+    )
+    assert a.code == b.code == 0
+    assert a.out == b.out
+    assert a.out != c.out
+
+
+def test_output_file(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "report.json"
+    r = run_cli("blame", TRACES / "or.json", "--format", "json", "-o", out)
+    assert r.code == 0 and r.out == ""
+    assert json.loads(out.read_text())["locus"] == 0
+    table = tmp_path / "report.txt"
+    r = run_cli("blame", TRACES / "or.json", "-o", table)
+    assert r.code == 0 and "is where the run was decided" in table.read_text()
+
+
+def test_trace_text_prints_literally(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads((TRACES / "support-refund.json").read_text())
+    doc["id"] = "[bold red]id[/bold red]"
+    doc["steps"][1]["action"]["text"] = "[link=http://x]go[/link] [blink]\x1b[31mRED\x07"
+    doc.pop("replay")
+    path = tmp_path / "markup.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    r = run_cli(
+        "blame",
+        path,
+        "--policy",
+        "sim:support-refund",
+        "--env",
+        "sim:support-refund",
+        "--scorer",
+        "tool-called:issue_refund",
+        "--samples",
+        "4",
+    )
+    assert r.code == 0, r.err
+    assert "\x1b" not in r.out and "\x07" not in r.out
+    assert "[bold red]id[/bold red]" in r.out
+    assert "[link=http://x]go[/link] [blink]\\x1" in r.out
+
+
+def test_file_scorer_from_the_scorers_folder(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "blame",
+        TRACES / "support-refund.json",
+        "--scorer",
+        ROOT / "scorers" / "refund.py@refund_outside_window",
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["locus"] == 1
+    assert doc["specs"]["scorer"].endswith("refund.py@refund_outside_window")
+
+
+def test_backend_failures_exit_3_and_keep_the_report(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    policy = tmp_path / "down.py"
+    policy.write_text(
+        "from car import BackendError\n"
+        "class Down:\n"
+        "    spec = 'down'\n"
+        "    async def act(self, decision, key):\n"
+        "        raise BackendError('connection refused by 127.0.0.1:9')\n"
+        "down = Down()\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "r.json"
+    r = run_cli(
+        "blame", TRACES / "pivot.json", "--policy", f"{policy}@down", "--format", "json", "-o", out
+    )
+    assert r.code == 3
+    assert r.err.strip().splitlines()[-1].startswith("car: error: too many rollouts errored")
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "backend-errors" and doc["budget"]["errored"] == 96
+    assert "connection refused" in doc["first_error"]
+
+
+def test_python_api_blame_and_module_entry_point() -> None:
+    report = car.blame(TRACES / "support-refund.json", seed=1, samples=16)
+    assert report.locus == 1
+    done = subprocess.run(
+        [sys.executable, "-m", "car", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == f"car {car.__version__}"
+
+
+def test_help_works(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", "--help")
+    assert r.code == 0 and "--samples" in r.out

@@ -1,0 +1,318 @@
+"""The replay engine: prefix copying, forks, event-keyed randomness, errors as outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from car import Action, Decision, EnvStep, EventKey, Plan, Replay, Trajectory, Turn
+from car.protocols import Environment, Mode, Policy
+from car.specs import make_env, make_policy, make_scorer
+from car.trace import Trace, load_trace, parse_trace
+from tests.conftest import TRACES
+
+
+@dataclass
+class CountingPolicy:
+    inner: Policy
+    spec: str = "counting"
+    calls: Counter[int] = field(default_factory=Counter)
+    contexts: list[Decision] = field(default_factory=list)
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        self.calls[decision.step] += 1
+        self.contexts.append(decision)
+        return await self.inner.act(decision, key)
+
+
+@dataclass
+class CountingEnv:
+    inner: Environment
+    spec: str = "counting"
+    steps: Counter[int] = field(default_factory=Counter)
+    restores: list[int] = field(default_factory=list)
+
+    async def restore(self, history: Sequence[Turn]) -> Any:
+        self.restores.append(len(history))
+        return await self.inner.restore(history)
+
+    async def step(self, state: Any, index: int, actor: str, action: Action, key: EventKey) -> EnvStep:
+        self.steps[index] += 1
+        return await self.inner.step(state, index, actor, action, key)
+
+
+def replay_for(name: str, seed: int = 0, **kw: Any) -> tuple[Replay, CountingPolicy, CountingEnv]:
+    trace = load_trace(TRACES / f"{name}.json")
+    spec = f"sim:{name}"
+    policy = CountingPolicy(make_policy(spec, trace))
+    env = CountingEnv(make_env(spec, trace))
+    return Replay(trace, policy, env, make_scorer(spec, trace), seed=seed, **kw), policy, env
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_all_held_plan_is_the_record_copied() -> None:
+    replay, policy, env = replay_for("support-refund")
+    rollout = run(replay.run(Plan.hold_all(replay.trace), 0))
+    assert rollout.value == 1.0 and rollout.status == "ok"
+    assert all(t.mode is Mode.COPIED for t in rollout.turns)
+    assert not policy.calls and not env.steps and not env.restores
+    assert rollout.policy_calls == 0
+
+
+def test_prefix_before_first_change_is_copied_not_executed() -> None:
+    replay, policy, env = replay_for("research-team")
+    rollout = run(replay.run(Plan.resample_from(replay.trace, 3), 0))
+    assert [t.mode for t in rollout.turns[:3]] == [Mode.COPIED] * 3
+    assert [t.action for t in rollout.turns[:3]] == [s.action for s in replay.trace.steps[:3]]
+    assert [t.observations for t in rollout.turns[:3]] == [
+        s.observations for s in replay.trace.steps[:3]
+    ]
+    assert set(policy.calls) == {3, 4}
+    assert set(env.steps) == {3, 4}
+    assert env.restores == [3]
+
+
+def test_same_key_same_rollout_at_any_order() -> None:
+    replay, _, _ = replay_for("and", seed=7)
+    plans = [Plan.hold([]), Plan.hold([0]), Plan.hold([1])]
+
+    async def forward() -> list[Any]:
+        return [await replay.run(p, r) for p in plans for r in range(20)]
+
+    async def backward() -> list[Any]:
+        jobs = [(p, r) for p in plans for r in range(20)][::-1]
+        out = await asyncio.gather(*(replay.run(p, r) for p, r in jobs))
+        return out[::-1]
+
+    a, b = run(forward()), run(backward())
+    assert [x.turns for x in a] == [x.turns for x in b]
+    assert [x.value for x in a] == [x.value for x in b]
+
+
+def test_arms_on_one_replicate_share_downstream_noise() -> None:
+    # In AND, step 1's draw does not depend on step 0, so holding step 0 or not leaves step 1's
+    # choice unchanged on the same replicate (common random numbers), and changes it across replicates.
+    replay, _, _ = replay_for("and", seed=3)
+    free = [run(replay.run(Plan.hold([]), r)) for r in range(40)]
+    held = [run(replay.run(Plan.hold([0]), r)) for r in range(40)]
+    assert all(f.turns[1].action == h.turns[1].action for f, h in zip(free, held, strict=True))
+    assert len({f.turns[1].action.text for f in free}) == 2
+
+
+def test_fork_reuses_a_rollout_that_already_took_the_action() -> None:
+    replay, policy, _ = replay_for("and", seed=1)
+    trace = replay.trace
+    for r in range(30):
+        rollout = run(replay.run(Plan.hold([]), r))
+        before = sum(policy.calls.values())
+        forked = run(replay.fork(rollout, 0, trace.steps[0].action))
+        if rollout.turns[0].action == trace.steps[0].action:
+            assert forked.reused and forked.turns == rollout.turns
+            assert sum(policy.calls.values()) == before
+        else:
+            assert not forked.reused
+            assert forked.turns[0].mode is Mode.FORCED
+            assert forked.turns[0].action == trace.steps[0].action
+            # same replicate: step 1 draws the same noise
+            assert forked.turns[1].action == rollout.turns[1].action
+        assert forked.plan.forced_map == {0: trace.steps[0].action}
+
+
+def test_fork_inside_the_copied_prefix_restores_state() -> None:
+    replay, _policy, env = replay_for("support-refund")
+    rollout = run(replay.run(Plan.resample_from(replay.trace, 2), 0))
+    escalate = Action(text="PLAN: escalate to a human")
+    forked = run(replay.fork(rollout, 1, escalate))
+    assert forked.turns[0] == rollout.turns[0]
+    assert forked.turns[1].action == escalate
+    assert env.restores[-1] == 1
+    assert forked.value == 0.0 or forked.turns[2].action.tool_calls[0].name == "issue_refund"
+
+
+def test_held_step_after_a_change_records_divergence() -> None:
+    replay, _, _ = replay_for("support-refund")
+    trace = replay.trace
+    plan = Plan.hold([0, 2, 3])  # resample the decision, hold the execution by position
+    rollouts = [run(replay.run(plan, r)) for r in range(200)]
+    for ro in rollouts:
+        changed = ro.turns[1].action != trace.steps[1].action
+        assert ro.turns[2].mode is Mode.HELD
+        assert ro.diverged == changed
+        assert ro.turns[2].action == trace.steps[2].action  # holding is by position
+    rate = sum(ro.diverged for ro in rollouts) / len(rollouts)
+    assert 0.45 < rate < 0.65  # P(plan escalate) = 0.55
+
+
+def test_explicit_context_is_used_only_while_on_record() -> None:
+    doc = load_trace(TRACES / "support-refund.json").model_dump(mode="json")
+    for step in doc["steps"]:
+        step["context"] = [{"role": "user", "content": f"recorded context of step {step['index']}"}]
+    trace = parse_trace(doc)
+    inner = make_policy("sim:support-refund", trace)
+    policy = CountingPolicy(inner)
+    replay = Replay(
+        trace, policy, make_env("sim:support-refund", trace), make_scorer("sim:support-refund", trace)
+    )
+    for r in range(20):
+        run(replay.run(Plan.resample_from(trace, 1), r))
+    for d in policy.contexts:
+        on_record = all(t.action == trace.steps[t.index].action for t in d.history)
+        if on_record:
+            assert d.messages()[0].content == f"recorded context of step {d.step}"
+        else:
+            assert d.recorded_context is None
+            assert d.messages()[0].role == "system"
+
+
+class Boom(Exception):
+    pass
+
+
+@dataclass
+class FlakyPolicy:
+    inner: Policy
+    spec: str = "flaky"
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        if key.uniform() < 0.5:
+            raise Boom("backend hiccup")
+        return await self.inner.act(decision, key)
+
+
+def test_plugin_errors_end_the_rollout_not_the_run() -> None:
+    trace = load_trace(TRACES / "pivot.json")
+    replay = Replay(
+        trace,
+        FlakyPolicy(make_policy("sim:pivot", trace)),
+        make_env("sim:pivot", trace),
+        make_scorer("sim:pivot", trace),
+    )
+    rollouts = [run(replay.run(Plan.hold([]), r)) for r in range(50)]
+    errored = [r for r in rollouts if r.status == "error"]
+    assert errored and len(errored) < 50
+    assert all(r.value is None and "Boom: backend hiccup" in (r.error or "") for r in errored)
+    assert replay.counters.errors == len(errored)
+    assert replay.counters.rollouts == 50
+
+
+@dataclass
+class BadScorer:
+    spec: str = "bad"
+    deterministic: bool = True
+
+    async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        return 2.0
+
+
+def test_scorer_out_of_range_is_an_error() -> None:
+    trace = load_trace(TRACES / "pivot.json")
+    replay = Replay(trace, make_policy("sim:pivot", trace), make_env("sim:pivot", trace), BadScorer())
+    ro = run(replay.run(Plan.hold([]), 0))
+    assert ro.status == "error" and "outside [0, 1]" in (ro.error or "")
+
+
+def _recorded_trace() -> Trace:
+    return load_trace(TRACES / "support-refund.json")
+
+
+def test_recorded_environment_serves_identical_calls_and_refuses_new_ones() -> None:
+    trace = _recorded_trace()
+    replay = Replay(
+        trace,
+        make_policy("sim:support-refund", trace),
+        make_env("recorded", trace),
+        make_scorer("tool-called:issue_refund", trace),
+    )
+    rollouts = [run(replay.run(Plan.resample_from(trace, 1), r)) for r in range(60)]
+    ok = [r for r in rollouts if r.status == "ok"]
+    bad = [r for r in rollouts if r.status == "error"]
+    assert ok and bad
+    for r in ok:
+        assert r.turns[2].action.tool_calls[0].name == "issue_refund"
+        assert r.turns[2].observations == trace.steps[2].observations
+    for r in bad:
+        assert "never saw the call escalate(" in (r.error or "")
+
+
+@dataclass
+class EndlessEnv:
+    spec: str = "endless"
+
+    async def restore(self, history: Sequence[Turn]) -> None:
+        return None
+
+    async def step(self, state: None, index: int, actor: str, action: Action, key: EventKey) -> EnvStep:
+        return EnvStep((), None, actor)
+
+
+@dataclass
+class Chatter:
+    spec: str = "chatter"
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        return Action(text=f"still talking at {decision.step}")
+
+
+def test_step_cap_truncates_runaway_rollouts() -> None:
+    trace = load_trace(TRACES / "pivot.json")
+    replay = Replay(trace, Chatter(), EndlessEnv(), make_scorer("regex:talking", trace), slack=4)
+    ro = run(replay.run(Plan.hold([]), 0))
+    assert ro.truncated and len(ro.turns) == len(trace.steps) + 4
+
+
+def test_non_deciding_actor_is_replayed_by_position() -> None:
+    doc = load_trace(TRACES / "pivot.json").model_dump(mode="json")
+    doc["actors"].append({"id": "user", "kind": "user"})
+    doc["steps"][2]["actor"] = "user"
+    trace = parse_trace({**doc, "replay": None})
+    assert trace.decision_steps == (0, 1)
+
+    @dataclass
+    class Script:
+        spec: str = "script"
+
+        async def restore(self, history: Sequence[Turn]) -> None:
+            return None
+
+        async def step(
+            self, state: None, index: int, actor: str, action: Action, key: EventKey
+        ) -> EnvStep:
+            nxt = trace.steps[index + 1].actor if index + 1 < len(trace.steps) else None
+            return EnvStep((), None, nxt)
+
+    replay = Replay(trace, make_policy("sim:pivot", trace), Script(), make_scorer("regex:.", trace))
+    ro = run(replay.run(Plan.hold([]), 0))
+    assert ro.turns[2].mode is Mode.SCRIPTED and ro.turns[2].action == trace.steps[2].action
+
+
+def test_event_keys_are_stable_and_distinct() -> None:
+    k = EventKey(1, 2, 3, "policy")
+    assert k.uniform() == EventKey(1, 2, 3, "policy").uniform()
+    others = {
+        EventKey(1, 2, 3, "env").uniform(),
+        EventKey(1, 2, 4, "policy").uniform(),
+        EventKey(1, 3, 3, "policy").uniform(),
+        EventKey(2, 2, 3, "policy").uniform(),
+    }
+    assert k.uniform() not in others and len(others) == 4
+    assert EventKey(1, 2, -1, "score").uniform() == EventKey(1, 2, -1, "score").uniform()
+    assert 0 <= k.seed32() < 2**31
+
+
+@pytest.mark.parametrize("step", [0, 1, 2])
+def test_resample_from_holds_exactly_the_earlier_decisions(step: int) -> None:
+    trace = load_trace(TRACES / "pivot.json")
+    plan = Plan.resample_from(trace, step)
+    assert plan.held == frozenset(range(step))
+    assert plan.first_change(trace) == step
+    assert Plan.hold_all(trace).first_change(trace) == len(trace.steps)
+    forced_same = Plan.hold([]).with_forced(0, trace.steps[0].action)
+    assert forced_same.first_change(trace) == 1
