@@ -9,30 +9,42 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+from scipy import special  # light: scipy.stats and scipy.optimize would add a second to start-up
 
 __all__ = [
     "clopper_pearson",
     "cp_lower",
     "cp_upper",
     "paired_difference",
+    "t_upper",
     "tango",
     "wilson",
+    "z_upper",
 ]
+
+
+def z_upper(alpha: float) -> float:
+    """The standard normal quantile with upper tail `alpha`."""
+    return float(-special.ndtri(alpha))
+
+
+def t_upper(alpha: float, df: int) -> float:
+    """Student's t quantile with upper tail `alpha`."""
+    return float(special.stdtrit(df, 1 - alpha))
 
 
 def cp_lower(k: int, n: int, alpha: float) -> float:
     """Exact one-sided lower bound for a binomial proportion: P(bound > p) <= alpha."""
     if n == 0 or k == 0:
         return 0.0
-    return float(stats.beta.ppf(alpha, k, n - k + 1))
+    return float(special.betaincinv(k, n - k + 1, alpha))
 
 
 def cp_upper(k: int, n: int, alpha: float) -> float:
     """Exact one-sided upper bound for a binomial proportion."""
     if n == 0 or k == n:
         return 1.0
-    return float(stats.beta.isf(alpha, k + 1, n - k))
+    return float(special.betaincinv(k + 1, n - k, 1 - alpha))
 
 
 def clopper_pearson(k: int, n: int, level: float) -> tuple[float, float]:
@@ -45,7 +57,7 @@ def wilson(k: int, n: int, level: float) -> tuple[float, float]:
     """Wilson score interval."""
     if n == 0:
         return 0.0, 1.0
-    z = float(stats.norm.isf((1 - level) / 2))
+    z = z_upper((1 - level) / 2)
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -86,9 +98,7 @@ def _tango_z(d: float, up: int, down: int, n: int) -> float:
 
 def tango(up: int, down: int, n: int, level: float) -> tuple[float, float, float]:
     """Tango's score interval for a paired difference of proportions from discordant counts."""
-    from scipy.optimize import brentq
-
-    z = float(stats.norm.isf((1 - level) / 2))
+    z = z_upper((1 - level) / 2)
     d_hat = (up - down) / n
     eps = 1e-12
 
@@ -96,9 +106,19 @@ def tango(up: int, down: int, n: int, level: float) -> tuple[float, float, float
         def f(d: float) -> float:
             return _tango_z(d, up, down, n) - target
 
-        if f(lo) * f(hi) > 0:
-            return lo if abs(f(lo)) < abs(f(hi)) else hi
-        return float(brentq(f, lo, hi, xtol=1e-10))
+        f_lo, f_hi = f(lo), f(hi)
+        if f_lo * f_hi > 0:
+            return lo if abs(f_lo) < abs(f_hi) else hi
+        for _ in range(60):  # bisection: the score statistic is monotone in d on each side
+            mid = (lo + hi) / 2
+            f_mid = f(mid)
+            if f_mid == 0:
+                return mid
+            if (f_mid > 0) == (f_lo > 0):
+                lo, f_lo = mid, f_mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
 
     low = -1.0 if d_hat <= -1 + eps else bound(-1 + eps, d_hat, z)
     high = 1.0 if d_hat >= 1 - eps else bound(d_hat, 1 - eps, -z)

@@ -21,9 +21,8 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats as sps
 
-from car.stats import clopper_pearson, cp_upper, paired_difference
+from car.stats import clopper_pearson, cp_upper, paired_difference, t_upper, z_upper
 
 __all__ = ["ContrastiveResult", "Interval", "PositionEstimate", "estimate_contrastive"]
 
@@ -83,7 +82,7 @@ def _t_half(x: np.ndarray, level: float) -> float:
     n = len(x)
     if n < 2:
         return math.inf
-    return float(sps.t.isf((1 - level) / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+    return t_upper((1 - level) / 2, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
 
 
 def _upper_one_sided(x: np.ndarray, alpha: float) -> float:
@@ -220,7 +219,7 @@ def _abstain(
             "decided before the first decision step, or the scorer may not see what changed",
             None,
         )
-    z = float(sps.norm.isf(alpha))
+    z = z_upper(alpha)
     p = min(max(best.fail.estimate, 0.05), 0.95)
     needed = math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1
     return (

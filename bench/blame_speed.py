@@ -1,0 +1,67 @@
+"""How long `car blame` takes on each bundled trace, and car's own CPU per executed rollout step.
+
+    python -m bench.blame_speed            # prints a Markdown table
+
+The simulated policies and environments cost next to nothing, so the CPU measured here is car's own
+overhead per step (context building, keyed randomness, bookkeeping); with a real model the time is
+dominated by the backend. Wall time of the command includes interpreter start-up and imports.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import car
+
+ROOT = Path(__file__).resolve().parent.parent
+REPEATS = 5
+
+
+def measure(path: Path) -> dict[str, float]:
+    cpu: list[float] = []
+    wall: list[float] = []
+    report = None
+    for seed in range(REPEATS):
+        c0, w0 = time.process_time(), time.perf_counter()
+        report = car.blame(path, seed=seed)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    assert report is not None
+    steps = report.budget.env_calls + report.budget.policy_calls  # executed work units
+    cmd = []
+    for _ in range(3):
+        w0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "car", "blame", str(path)], check=True, capture_output=True
+        )
+        cmd.append(time.perf_counter() - w0)
+    return {
+        "rollouts": report.budget.rollouts,
+        "policy_calls": report.budget.policy_calls,
+        "env_calls": report.budget.env_calls,
+        "api_wall_ms": 1000 * statistics.median(wall),
+        "cli_wall_ms": 1000 * statistics.median(cmd),
+        "cpu_us_per_step": 1e6 * statistics.median(cpu) / max(steps, 1),
+    }
+
+
+def main() -> None:
+    print(
+        "| trace | rollouts | policy calls | env steps | `car.blame` wall | `car blame` command wall "
+        "| CPU per executed step |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for path in sorted((ROOT / "traces").glob("*.json")):
+        m = measure(path)
+        print(
+            f"| {path.stem} | {m['rollouts']:.0f} | {m['policy_calls']:.0f} | {m['env_calls']:.0f} "
+            f"| {m['api_wall_ms']:.0f} ms | {m['cli_wall_ms']:.0f} ms | {m['cpu_us_per_step']:.0f} µs |"
+        )
+
+
+if __name__ == "__main__":
+    main()
