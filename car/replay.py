@@ -266,23 +266,14 @@ class Replay:
         calls: int,
         truncated: bool,
     ) -> Rollout:
-        self.counters.rollouts += 1
         traj = Trajectory(self.trace, tuple(turns), truncated)
         try:
             value = await self.scorer.score(traj, self.key(replicate, -1, "score"))
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise RolloutError(f"scorer {self.scorer.spec!r} returned {value!r}, outside [0, 1]")
         except Exception as exc:
-            self.counters.rollouts -= 1  # _errored counts it
             return self._errored(plan, replicate, turns, states, calls, exc)
-        if value is not None and not (0.0 <= value <= 1.0):
-            self.counters.rollouts -= 1
-            return self._errored(
-                plan,
-                replicate,
-                turns,
-                states,
-                calls,
-                RolloutError(f"scorer {self.scorer.spec!r} returned {value!r}, outside [0, 1]"),
-            )
+        self.counters.rollouts += 1
         status: Status = "ok" if value is not None else "unscorable"
         if value is None:
             self.counters.unscorable += 1
