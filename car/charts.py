@@ -206,7 +206,7 @@ def rescue_curve_svg(report: Report) -> str:
 
 
 def _num(x: float) -> str:
-    return f"{x:+.2f}" if x < 0 else f"{x:.2f}"
+    return f"{x:.2f}"
 
 
 def shapley_svg(sh: ShapleyReport, labels: Sequence[str]) -> str:
