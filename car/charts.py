@@ -74,7 +74,8 @@ def rescue_curve_svg(report: Report) -> str:
     drops = [_complete(s.drop) for s in steps]
     d_lo = min([0.0, *(d[1] for d in drops if d)])
     d_hi = max([0.1, *(d[2] for d in drops if d)])
-    bottom = _Box(left, top.top + top.height + 62.0, plot_w, 96.0, d_lo, d_hi)
+    # Headroom above the tallest whisker for its value label.
+    bottom = _Box(left, top.top + top.height + 70.0, plot_w, 96.0, d_lo, d_hi + 0.15 * (d_hi - d_lo))
     height = bottom.top + bottom.height + 40.0
 
     def x(i: float) -> float:
@@ -108,7 +109,7 @@ def rescue_curve_svg(report: Report) -> str:
         f'<text class="axis-title" x="12" y="{_f(top.top + top.height / 2)}" text-anchor="middle" '
         f'transform="rotate(-90 12 {_f(top.top + top.height / 2)})">rescued</text>'
     )
-    for d in (bottom.lo, 0.0, bottom.hi):
+    for d in sorted({d_lo, 0.0, d_hi}):
         y = bottom.y(d)
         cls = "zero" if d == 0.0 else "grid"
         out.append(f'<path class="{cls}" d="M{_f(left)} {_f(y)}H{_f(left + plot_w)}"/>')
@@ -122,7 +123,7 @@ def rescue_curve_svg(report: Report) -> str:
         "drop</text>"
     )
     out.append(
-        f'<text class="panel-title" x="{_f(left)}" y="{_f(bottom.top - 12)}">adjacent drop '
+        f'<text class="panel-title" x="{_f(left)}" y="{_f(bottom.top - 22)}">adjacent drop '
         "p(k+1) &#8722; p(k): what holding step k adds</text>"
     )
     # Step labels along the bottom.
@@ -206,7 +207,7 @@ def rescue_curve_svg(report: Report) -> str:
 
 
 def _num(x: float) -> str:
-    return f"{x:.2f}"
+    return f"{x:.2f}".replace("-0.00", "0.00")
 
 
 def shapley_svg(sh: ShapleyReport, labels: Sequence[str]) -> str:
@@ -281,10 +282,11 @@ def shapley_svg(sh: ShapleyReport, labels: Sequence[str]) -> str:
         y += row_h
     out.append(f'<path class="zero" d="M{_f(sx(0.0))} {_f(top - 4)}V{_f(y + 2)}"/>')
     for tick in (lo, 0.0, hi):
-        if tick == 0.0 or abs(tick) > 1e-9:
+        # Skip a tick that would sit on top of the zero label.
+        if tick == 0.0 or abs(sx(tick) - sx(0.0)) > 40:
             out.append(
                 f'<text class="tick" x="{_f(sx(tick))}" y="{_f(y + 18)}" text-anchor="middle">'
-                f"{tick:.2f}</text>"
+                f"{_num(tick)}</text>"
             )
     out.append("</svg>")
     return "\n".join(out)

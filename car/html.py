@@ -360,8 +360,11 @@ def _context_items(trace: Trace, step: Step) -> Iterator[tuple[str, str]]:
         yield ("the task", task)
     for prev in trace.steps[: step.index]:
         names = {c.id: c.name for c in prev.action.tool_calls}
-        if prev.action.text.strip() and prev.actor != step.actor:
+        if prev.action.text.strip():
             yield (f"step {prev.index} · {prev.actor} wrote", prev.action.text)
+        for c in prev.action.tool_calls:
+            args = c.raw_arguments or json.dumps(c.arguments, ensure_ascii=False)
+            yield (f"step {prev.index} · {prev.actor} called {c.name}", args)
         for obs in prev.observations:
             tool = names.get(obs.call_id or "", "")
             where = (
