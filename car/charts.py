@@ -77,6 +77,7 @@ def rescue_curve_svg(report: Report) -> str:
     # Headroom above the tallest whisker for its value label.
     bottom = _Box(left, top.top + top.height + 70.0, plot_w, 96.0, d_lo, d_hi + 0.15 * (d_hi - d_lo))
     height = bottom.top + bottom.height + 40.0
+    zero_y = bottom.y(0.0)
 
     def x(i: float) -> float:
         return left + slot * (i + 0.5)
@@ -111,6 +112,8 @@ def rescue_curve_svg(report: Report) -> str:
     )
     for d in sorted({d_lo, 0.0, d_hi}):
         y = bottom.y(d)
+        if d != 0.0 and abs(y - zero_y) < 14:  # too close to the zero label to read
+            continue
         cls = "zero" if d == 0.0 else "grid"
         out.append(f'<path class="{cls}" d="M{_f(left)} {_f(y)}H{_f(left + plot_w)}"/>')
         out.append(

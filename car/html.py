@@ -79,6 +79,7 @@ tr.locus td{background:var(--locus-soft);font-weight:600}
 .mini{display:inline-block;width:70px;height:8px;background:#e6e9ec;border-radius:4px;vertical-align:middle;
 margin-right:6px;overflow:hidden}.mini>i{display:block;height:100%;background:var(--accent)}
 tr.locus .mini>i,li.locus .mini>i{background:var(--locus)}
+.mini-val{font-size:12px;color:var(--muted);min-width:80px;font-variant-numeric:tabular-nums}
 ol.timeline{list-style:none;padding:0;margin:0}
 ol.timeline>li{border:1px solid var(--line);border-radius:8px;margin:8px 0;background:#fff}
 ol.timeline>li.locus{border:2px solid var(--locus);box-shadow:0 0 0 3px var(--locus-soft)}
@@ -118,10 +119,11 @@ def _pct(e: Estimate | None, signed: bool = False) -> str:
     return f"{f.format(100 * e.estimate)}% [{f.format(100 * e.low)}, {f.format(100 * e.high)}]"
 
 
-def _mini(e: Estimate | None) -> str:
+def _mini(e: Estimate | None, label: bool = False) -> str:
     if e is None or e.estimate is None:
         return ""
-    return f'<span class="mini" aria-hidden="true"><i style="width:{100 * e.estimate:.0f}%"></i></span>'
+    bar = f'<span class="mini" aria-hidden="true"><i style="width:{100 * e.estimate:.0f}%"></i></span>'
+    return bar + (f'<span class="mini-val">{e.estimate:.0%} rescued</span>' if label else "")
 
 
 def _clip(text: str, limit: int) -> str:
@@ -262,7 +264,8 @@ def _headline(report: Report, trace: Trace | None) -> str:
     notes = [n for n in report.notes if "never reproduced" not in n]
     if notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    parts.append(f'<p class="caption">{esc(report.headline)}</p>')
+    if report.locus is not None:  # when abstaining, the warning above already says why
+        parts.append(f'<p class="caption">{esc(report.headline)}</p>')
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -471,7 +474,7 @@ def _timeline_section(report: Report, trace: Trace | None, missing: str | None) 
             badge = '<span class="badge contributing">contributing</span>'
         elif step.index not in deciders:
             badge = '<span class="badge quiet">not a decision</span>'
-        bar = _mini(sr.rescue) if sr is not None else ""
+        bar = _mini(sr.rescue, label=True) if sr is not None else ""
         current = ' aria-current="step"' if is_locus else ""
         out.append(
             f'<li id="step-{step.index}" class="{" ".join(c for c in classes if c)}" '

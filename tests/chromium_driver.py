@@ -142,7 +142,7 @@ def _main(out: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "report.html"
         page.write_text(render_html(report, trace), encoding="utf-8")
-        with Browser(*found, width=1000, height=2250) as b:
+        with Browser(*found, width=1000, height=2700) as b:
             b.open(page.as_uri())
             Path(out).write_bytes(b.screenshot())
     print(f"wrote {out}")
