@@ -17,7 +17,7 @@ from rich.text import Text
 
 from car.report import Estimate, Report
 
-__all__ = ["bar", "literal", "render_json", "render_table"]
+__all__ = ["bar", "literal", "render_json", "render_table", "sparkline"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -50,6 +50,33 @@ def bar(fraction: float | None, width: int = 6) -> str:
     full, part = divmod(eighths, 8)
     text = "█" * full + (_EIGHTHS[part] if part else "")
     return text + "·" * (width - len(text))
+
+
+_LEVELS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None]) -> str:
+    """One character per value in [0, 1], lowest to highest block; "·" where there is no value."""
+    out = []
+    for v in values:
+        if v is None or math.isnan(v):
+            out.append("·")
+        else:
+            out.append(_LEVELS[round(min(max(v, 0.0), 1.0) * (len(_LEVELS) - 1))])
+    return "".join(out)
+
+
+def _curve_line(report: Report) -> Text | None:
+    """The rescue rates in step order (the table is ranked), so the curve's shape reads left to right."""
+    if not any(s.rescue is not None for s in report.steps):
+        return None
+    line = Text(f"rescue by step 0-{len(report.steps) - 1}: ")
+    for s in report.steps:
+        r = s.rescue.estimate if s.rescue is not None else None
+        line.append(sparkline([r]), style="bold red" if s.index == report.locus else "cyan")
+    if report.locus is not None:
+        line.append(f"  (locus: step {report.locus})")
+    return line
 
 
 def _bar_cell(e: Estimate | None, text: str, style: str) -> Text:
@@ -117,7 +144,11 @@ def render_table(report: Report, console: Console) -> None:
     extra: list[Table | Text] = []
     if report.shapley is not None:
         extra = [Text(""), _shapley_table(report)]
-    lines: list[Text] = [Text(""), literal(report.headline)]
+    lines: list[Text] = [Text("")]
+    curve = _curve_line(report)
+    if curve is not None:
+        lines.append(curve)
+    lines.append(literal(report.headline))
     for note in report.notes:
         lines.append(Text("note: ") + literal(note))
     m = report.match_rate

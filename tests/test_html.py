@@ -38,7 +38,7 @@ class Node:
         return out
 
 
-_VOID = {"meta", "br", "img", "input", "link", "hr", "path", "circle", "rect"}
+_VOID = {"meta", "br", "img", "input", "link", "hr"}
 
 
 class Tree(HTMLParser):
@@ -337,3 +337,28 @@ def test_a_50_step_trace_with_large_observations_stays_well_under_a_megabyte() -
     tree = Tree(doc)
     assert len(tree.all("li", "step")) == 50
     assert "more characters not shown" in doc
+
+
+def test_steps_that_are_not_decisions_show_as_such() -> None:
+    report = _report(3, 1)
+    steps = list(report.steps)
+    steps[2] = StepReport(index=2, actor="tool", decision=False, action="observation")
+    report = report.model_copy(update={"steps": steps})
+    trace = parse_trace(
+        {
+            "version": "car.trace/v1",
+            "id": "t",
+            "actors": [{"id": "agent"}, {"id": "tool", "kind": "tool"}],
+            "steps": [
+                {"index": 0, "actor": "agent", "action": {"text": "a"}},
+                {"index": 1, "actor": "agent", "action": {"text": "b"}},
+                {"index": 2, "actor": "tool", "action": {"text": "c"}},
+            ],
+        }
+    )
+    tree = Tree(render_html(report, trace))
+    (node,) = [n for n in tree.all("li", "step") if n.attrs["id"] == "step-2"]
+    assert "observer" in node.classes and "not a decision" in node.text()
+    (gap,) = tree.all("circle", "nodata")
+    assert "not a decision" in gap.text()
+    assert len([c for c in tree.all("circle", "pt") if "record" not in c.classes]) == 2

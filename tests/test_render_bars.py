@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 import car
-from car.render import bar, render_table
+from car.render import bar, render_table, sparkline
 from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,3 +85,16 @@ def test_shapley_players_get_phi_bars_and_the_efficiency_line() -> None:
     agent = next(line for line in text.splitlines() if line.startswith("agent "))
     assert bar(0.8) in agent and "+0.80 [+0.70, +0.90]" in agent and "80%" in agent
     assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_sparkline_levels() -> None:
+    assert sparkline([0.0, 1.0, None, 0.5, float("nan")]) == "▁█·▅·"
+    assert sparkline([]) == ""
+
+
+def test_the_curve_line_follows_step_order_even_though_rows_are_ranked() -> None:
+    report = car.blame(ROOT / "traces" / "research-team.json", samples=8, match_samples=2, seed=0)
+    text = _plain(report)
+    expected = sparkline([s.rescue.estimate if s.rescue else None for s in report.steps])
+    assert f"rescue by step 0-4: {expected}" in text
+    assert f"(locus: step {report.locus})" in text
