@@ -102,7 +102,7 @@ dl.prov dt{color:var(--muted)}dl.prov dd{margin:0;overflow-wrap:anywhere}
 footer{color:var(--muted);font-size:12.5px;margin-top:32px}
 @media print{body{font-size:12px}main{max-width:none;padding:0}h2{break-after:avoid}
 .headline,.chart,ol.timeline>li{break-inside:avoid}
-details::details-content{content-visibility:visible;display:block}
+details::details-content{content-visibility:visible;display:block}summary::before{content:""}
 *{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 """
 

@@ -108,6 +108,13 @@ class Browser:
     def text(self, element: str) -> str:
         return str(self._call("GET", self._s(f"/element/{element}/text")))
 
+    def emulate_media(self, media: str) -> None:
+        """Lay the page out for "print" (or back to "screen") without printing it."""
+        params = {"media": media}
+        self._call(
+            "POST", self._s("/goog/cdp/execute"), {"cmd": "Emulation.setEmulatedMedia", "params": params}
+        )
+
     def screenshot(self) -> bytes:
         return base64.b64decode(self._call("GET", self._s("/screenshot")))
 

@@ -81,6 +81,20 @@ def test_support_refund_report_renders_cleanly(browser: Browser, tmp_path: Path)
     (other_body,) = browser.find("#step-2 .body")
     assert not browser.displayed(other_body)
 
+    # Printed, every step is unfolded: step 2's body now pushes step 3 down.
+    def gap() -> float:
+        (two,) = browser.find("#step-2")
+        (three,) = browser.find("#step-3")
+        return browser.rect(three)["y"] - browser.rect(two)["y"]
+
+    folded = gap()
+    browser.emulate_media("print")
+    try:
+        assert gap() > folded + 100
+    finally:
+        browser.emulate_media("screen")
+    assert _errors(browser.logs()) == []
+
     shot = browser.screenshot()
     assert shot.startswith(PNG) and len(shot) > 10_000
     (tmp_path / "report.png").write_bytes(shot)
