@@ -143,13 +143,15 @@ def _pretty(content: str) -> str:
     return content
 
 
-def _plain_action(action: Action) -> str:
+def _plain_action(action: Action, width: int = 240) -> str:
     """What the actor did, as a phrase: "called issue_refund(...)", "wrote “...”"."""
+    said = " ".join(action.text.split())
+    if len(said) > width:
+        said = said[: width - 1] + "…"
     if action.tool_calls:
         calls = ", ".join(f"{c.name}({_args(c.raw_arguments, c.arguments)})" for c in action.tool_calls)
-        said = " ".join(action.text.split())
         return f"called {calls}" + (f" after writing “{said}”" if said else "")
-    return f"wrote “{' '.join(action.text.split())}”"
+    return f"wrote “{said}”"
 
 
 def _args(raw: str | None, parsed: dict[str, Any]) -> str:
@@ -168,7 +170,8 @@ def _warnings(report: Report) -> list[str]:
             if report.rollouts_needed_per_step and "rollouts per step" not in report.abstained_reason
             else ""
         )
-        out.append(f"<b>The estimator abstained:</b> {esc(report.abstained_reason)}.{esc(need)}")
+        reason = report.abstained_reason.rstrip(".")
+        out.append(f"<b>The estimator abstained:</b> {esc(reason)}.{esc(need)}")
     if report.status == "backend-errors":
         out.append(
             f"<b>Backend errors:</b> {report.budget.errored} of {report.budget.rollouts} rollouts "
