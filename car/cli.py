@@ -39,6 +39,7 @@ app = typer.Typer(
 class Format(StrEnum):
     table = "table"
     json = "json"
+    html = "html"
 
 
 class SchemaName(StrEnum):
@@ -100,8 +101,8 @@ def blame(
     global _DEBUG
     _DEBUG = debug
     from car.blame import blame_async
-    from car.render import render_json
 
+    _check_html_destination(fmt, output)
     err = _stderr()
     bar = Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -135,7 +136,7 @@ def blame(
                 progress=progress,
             )
         )
-    text = render_json(report) if fmt is Format.json else _table_text(report, to_file=output is not None)
+    text = _render(report, fmt, to_file=output is not None, trace_path=trace)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
@@ -181,6 +182,99 @@ def schema(
 
     model = Trace if name is SchemaName.trace else Report
     print(json.dumps(model.model_json_schema(), indent=2))
+
+
+@app.command("report")
+def report_cmd(
+    result: Annotated[
+        Path, typer.Argument(help="A saved report (car.report/v1 JSON).", show_default=False)
+    ],
+    fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(help="The trace, for the HTML timeline (default: the report's trace_path)."),
+    ] = None,
+    debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+) -> None:
+    """Re-render a saved report as a table, JSON or HTML, without new model calls."""
+    global _DEBUG
+    _DEBUG = debug
+    from car.report import load_report
+
+    _check_html_destination(fmt, output)
+    saved = load_report(result)
+    trace_path: Path | None = None
+    note: str | None = None
+    if fmt is Format.html:
+        trace_path, note = _locate_trace(saved, result, trace)
+        if note:
+            print(f"car: note: {note}; rendering without the timeline", file=sys.stderr)
+    text = _render(saved, fmt, to_file=output is not None, trace_path=trace_path, missing=note)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CarError(f"{output}: cannot write the report ({exc.strerror})") from None
+    _stderr().print(f"report written to {output}", highlight=False)
+
+
+def _check_html_destination(fmt: Format, output: Path | None) -> None:
+    # Checked before any work: an HTML page dumped on a terminal helps nobody.
+    if fmt is Format.html and output is None and sys.stdout.isatty():
+        raise CarError("--format html needs -o FILE (or redirect stdout to a file)")
+
+
+def _locate_trace(report: Report, result: Path, given: Path | None) -> tuple[Path | None, str | None]:
+    """The trace for the timeline: --trace (must be valid), else the report's trace_path if readable.
+
+    The recorded path is tried as given and then beside the report file. Returns (path, None) or
+    (None, why it is missing).
+    """
+    from car.trace import load_trace
+
+    if given is not None:
+        t = load_trace(given)  # named explicitly: a bad file is an input error, not a silent omission
+        if t.content_hash() != report.trace_hash:
+            raise CarError(
+                f"{given}: this trace is not the one the report was computed from (hash differs)"
+            )
+        return given, None
+    if not report.trace_path:
+        return None, "the report records no trace path (pass --trace)"
+    candidates = [Path(report.trace_path), result.parent / report.trace_path]
+    for candidate in candidates:
+        if candidate.is_file():
+            try:
+                t = load_trace(candidate)
+            except CarError as exc:
+                return None, f"the recorded trace is not readable ({exc})"
+            if t.content_hash() != report.trace_hash:
+                return None, f"{candidate} has changed since the report was computed (hash differs)"
+            return candidate, None
+    return None, f"the recorded trace {report.trace_path} was not found (pass --trace)"
+
+
+def _render(
+    report: Report,
+    fmt: Format,
+    *,
+    to_file: bool,
+    trace_path: Path | None = None,
+    missing: str | None = None,
+) -> str:
+    if fmt is Format.json:
+        from car.render import render_json
+
+        return render_json(report)
+    if fmt is Format.html:
+        from car.html import render_html
+        from car.trace import load_trace
+
+        return render_html(report, load_trace(trace_path) if trace_path else None, trace_missing=missing)
+    return _table_text(report, to_file=to_file)
 
 
 def _table_text(report: Report, *, to_file: bool) -> str:

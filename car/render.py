@@ -7,6 +7,7 @@ markup) and control characters, escape sequences included, are shown as visible 
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from rich import box
@@ -16,7 +17,7 @@ from rich.text import Text
 
 from car.report import Estimate, Report
 
-__all__ = ["literal", "render_json", "render_table"]
+__all__ = ["bar", "literal", "render_json", "render_table", "sparkline"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -33,6 +34,54 @@ def _pct(e: Estimate | None, signed: bool = False) -> str:
         return "-"
     f = "{:+.0f}" if signed else "{:.0f}"
     return f"{f.format(100 * e.estimate)}% [{f.format(100 * e.low)}, {f.format(100 * e.high)}]"
+
+
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def bar(fraction: float | None, width: int = 6) -> str:
+    """A fixed-width text bar for a value in [0, 1], in eighths of a cell; "·" marks the empty track.
+
+    Made of characters, not colour, so the shape survives NO_COLOR, pipes and files.
+    """
+    if fraction is None or math.isnan(fraction):
+        return " " * width
+    eighths = round(min(max(fraction, 0.0), 1.0) * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (_EIGHTHS[part] if part else "")
+    return text + "·" * (width - len(text))
+
+
+_LEVELS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None]) -> str:
+    """One character per value in [0, 1], lowest to highest block; "·" where there is no value."""
+    out = []
+    for v in values:
+        if v is None or math.isnan(v):
+            out.append("·")
+        else:
+            out.append(_LEVELS[round(min(max(v, 0.0), 1.0) * (len(_LEVELS) - 1))])
+    return "".join(out)
+
+
+def _curve_line(report: Report) -> Text | None:
+    """The rescue rates in step order (the table is ranked), so the curve's shape reads left to right."""
+    if not any(s.rescue is not None for s in report.steps):
+        return None
+    line = Text(f"rescue by step 0-{len(report.steps) - 1}: ")
+    for s in report.steps:
+        r = s.rescue.estimate if s.rescue is not None else None
+        line.append(sparkline([r]), style="bold red" if s.index == report.locus else "cyan")
+    if report.locus is not None:
+        line.append(f"  (locus: step {report.locus})")
+    return line
+
+
+def _bar_cell(e: Estimate | None, text: str, style: str) -> Text:
+    cell = Text(bar(e.estimate if e is not None else None), style=style or "cyan")
+    return cell + Text(" " + text)
 
 
 def render_json(report: Report) -> str:
@@ -86,13 +135,20 @@ def render_table(report: Report, console: Console) -> None:
             str(s.index),
             literal(s.actor),
             literal(s.action),
-            _pct(s.rescue),
+            _bar_cell(s.rescue, _pct(s.rescue), _STYLE.get(verdict, "")),
             _pct(s.drop, signed=True),
             match,
             Text(verdict, style=_STYLE.get(verdict, "")),
         )
 
-    lines: list[Text] = [Text(""), literal(report.headline)]
+    extra: list[Table | Text] = []
+    if report.shapley is not None:
+        extra = [Text(""), _shapley_table(report)]
+    lines: list[Text] = [Text("")]
+    curve = _curve_line(report)
+    if curve is not None:
+        lines.append(curve)
+    lines.append(literal(report.headline))
     for note in report.notes:
         lines.append(Text("note: ") + literal(note))
     m = report.match_rate
@@ -122,4 +178,36 @@ def render_table(report: Report, console: Console) -> None:
         f"policy={report.specs.policy} env={report.specs.env} scorer={report.specs.scorer}"
     )
     lines.append(spec_line)
-    console.print(Group(table, *lines))
+    console.print(Group(table, *extra, *lines))
+
+
+def _shapley_table(report: Report) -> Table:
+    """Shapley credit per player with a bar scaled to the largest |φ| and Σφ against v(N) - v(∅)."""
+    sh = report.shapley
+    assert sh is not None
+    scale = max([abs(sh.total), *(abs(p.value) for p in sh.players)]) or 1.0
+    va, vn = sh.v_all.estimate, sh.v_none.estimate
+    check = (
+        f"v(N) - v(∅) = {va - vn:.2f}" if va is not None and vn is not None else "v(N) - v(∅) unknown"
+    )
+    title = Text(f"shared credit (Shapley, {sh.method}, over {sh.players_kind}): Σφ = {sh.total:.2f}; ")
+    table = Table(
+        title=title + Text(check),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),
+        collapse_padding=True,
+    )
+    table.add_column("player", max_width=30, overflow="ellipsis", no_wrap=True)
+    table.add_column("steps", max_width=20, overflow="ellipsis", no_wrap=True)
+    table.add_column(f"φ [{report.level:.0%} CI]", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    for p in sh.players:
+        style = "red" if p.value < 0 else "cyan"
+        cell = Text(bar(abs(p.value) / scale), style=style) + Text(
+            f" {p.value:+.2f} [{p.low:+.2f}, {p.high:+.2f}]"
+        )
+        share = "-" if p.share is None else f"{p.share:.0%}"
+        table.add_row(literal(p.id), ",".join(map(str, p.steps)), cell, share)
+    return table

@@ -6,10 +6,14 @@ used, the seed, the interval level and the component specs, so a result can be r
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from car.errors import InputError
 
 __all__ = [
     "REPORT_VERSION",
@@ -20,6 +24,7 @@ __all__ = [
     "ShapleyReport",
     "Specs",
     "StepReport",
+    "load_report",
 ]
 
 REPORT_VERSION = "car.report/v1"
@@ -144,3 +149,39 @@ class Report(_Model):
 
     def step(self, index: int) -> StepReport:
         return self.steps[index]
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a saved `car.report/v1` JSON file; problems become one `InputError` line naming the place."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{source}: is a directory, expected a report file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: byte {exc.start}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: $: expected a JSON object (a car report)")
+    version = data.get("version")
+    if version != REPORT_VERSION:
+        what = "missing" if version is None else f"unknown version {version!r}"
+        hint = "; is this a trace? (`car blame` reads traces)" if version == "car.trace/v1" else ""
+        raise InputError(f"{source}: $.version: {what}; expected {REPORT_VERSION!r}{hint}")
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        more = len(exc.errors()) - 1
+        tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
+        raise InputError(f"{source}: {where}: {err['msg']}{tail}") from None

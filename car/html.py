@@ -1,0 +1,586 @@
+"""Render a `Report` (and, when available, its trace) as one self-contained HTML page.
+
+The page has five parts: the headline (outcome, locus in plain words, confidence, action-match rate,
+warnings), the rescue curve, Shapley credit when it ran, the trace as a timeline with the locus step
+opened and its context shown, and the provenance. It loads nothing: styles are inline, charts are
+inline SVG (`car.charts`), and a Content-Security-Policy forbids scripts and every network fetch, so a
+trace that carries HTML or `<script>` can only ever show up as text. All text from the trace or the
+report passes through `esc`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from car.charts import esc, rescue_curve_svg, shapley_svg
+from car.report import Estimate, Report, StepReport
+from car.trace import Action, Message, Step, Trace
+
+__all__ = ["render_html"]
+
+# Long tool results are cut so a 50-step trace stays well under 1 MB; the locus step gets more room.
+_DASH = "\u2013"  # shown where there is no estimate
+_CLIP = 3000
+_CLIP_LOCUS = 12000
+_CONTEXT_ITEMS = 4
+_LOW_MATCH = 0.5
+
+_CSS = """
+:root{--ink:#1f2328;--muted:#59636e;--line:#d0d7de;--soft:#f6f8fa;--locus:#c62828;
+--locus-soft:#fdecea;--warn:#8a5a00;--warn-soft:#fff8e1;--accent:#37474f;--shared:#b26a00}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+color:var(--ink);background:#fff}
+main{max-width:980px;margin:0 auto;padding:24px 20px 48px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:32px 0 8px;padding-bottom:4px;
+border-bottom:1px solid var(--line)}
+.sub{color:var(--muted);margin:0 0 16px}
+code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace;
+font-size:13px}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--soft);border:1px solid var(--line);
+border-radius:6px;padding:8px 10px;margin:4px 0 8px}
+.headline{border:2px solid var(--locus);border-radius:10px;padding:14px 18px;
+background:var(--locus-soft)}
+.headline.none{border-color:var(--warn);background:var(--warn-soft)}
+.verdict{font-size:19px;font-weight:650;margin:0 0 6px}
+.what{margin:0 0 10px}.what code{background:#fff;border:1px solid var(--line);border-radius:4px;
+padding:1px 5px}
+.figures{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0 0}
+.figure{background:#fff;border:1px solid var(--line);border-radius:8px;padding:6px 12px;min-width:150px}
+.figure b{display:block;font-size:18px}.figure span{color:var(--muted);font-size:12.5px}
+.warnings{border-left:5px solid var(--warn);background:var(--warn-soft);padding:8px 14px;margin:14px 0 0;
+border-radius:4px}.warnings ul{margin:4px 0;padding-left:20px}
+.notes{color:var(--muted);margin:10px 0 0;padding-left:20px}
+.chart{width:100%;height:auto;display:block}
+.chart text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:var(--ink)}
+.chart .tick{font-size:11px;fill:var(--muted)}.chart .axis-title,.chart .panel-title{font-size:12px;
+fill:var(--muted)}
+.chart .grid{stroke:#e6e9ec;stroke-width:1}.chart .zero{stroke:#8c959f;stroke-width:1}
+.chart .curve{fill:none;stroke:var(--accent);stroke-width:1.6}
+.chart .ci{stroke:#8c959f;stroke-width:1.4;fill:none}.chart .ci.locus{stroke:var(--locus)}
+.chart .pt{fill:var(--accent)}.chart .pt.locus{fill:var(--locus)}
+.chart .pt.contributing{fill:var(--shared)}
+.chart .pt.record{fill:#fff;stroke:var(--accent);stroke-width:1.6}
+.chart .nodata{fill:#c4c9ce}
+.chart .locus-band{fill:var(--locus-soft)}.chart .locus-label,.chart .locus-tick{fill:var(--locus);
+font-weight:650;font-size:12px}
+.chart .bar.plain{fill:#b0bec5}.chart .bar.shared{fill:var(--shared)}.chart .bar.locus{fill:var(--locus)}
+.chart .bar-label{font-size:11px;font-weight:600}
+.chart .hbar.player{fill:var(--accent)}.chart .hbar.total{fill:#78909c}.chart .hbar.effect{fill:#b0bec5}
+.chart .row-label{font-size:12.5px}.chart .row-value{font-size:12px;font-family:ui-monospace,Menlo,
+Consolas,monospace}
+.caption{color:var(--muted);font-size:13px;margin:4px 0 0}
+table{border-collapse:collapse;width:100%;font-size:13.5px}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{font-weight:600;color:var(--muted)}td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.locus td{background:var(--locus-soft);font-weight:600}
+.mini{display:inline-block;width:70px;height:8px;background:#e6e9ec;border-radius:4px;vertical-align:middle;
+margin-right:6px;overflow:hidden}.mini>i{display:block;height:100%;background:var(--accent)}
+tr.locus .mini>i,li.locus .mini>i{background:var(--locus)}
+.mini-val{font-size:12px;color:var(--muted);min-width:80px;font-variant-numeric:tabular-nums}
+ol.timeline{list-style:none;padding:0;margin:0}
+ol.timeline>li{border:1px solid var(--line);border-radius:8px;margin:8px 0;background:#fff}
+ol.timeline>li.locus{border:2px solid var(--locus);box-shadow:0 0 0 3px var(--locus-soft)}
+ol.timeline>li.observer{background:var(--soft)}
+summary{cursor:pointer;padding:7px 12px;display:flex;gap:10px;align-items:baseline;flex-wrap:wrap;
+list-style:none}summary::-webkit-details-marker{display:none}
+summary::before{content:"▸";color:var(--muted);width:10px}details[open]>summary::before{content:"▾"}
+summary .idx{font-weight:650;min-width:52px}.actor{border-radius:10px;padding:0 8px;background:#eceff1;
+font-size:12.5px}.summary-action{flex:1 1 300px;overflow-wrap:anywhere}
+.badge{border-radius:4px;padding:0 6px;font-size:12px;font-weight:650;color:#fff;background:var(--locus)}
+.badge.contributing{background:var(--shared)}.badge.quiet{background:#eceff1;color:var(--muted);
+font-weight:500}
+.body{padding:2px 14px 10px}.label{font-size:12px;font-weight:650;color:var(--muted);
+text-transform:uppercase;letter-spacing:.04em;margin:8px 0 0}
+.context{border-left:4px solid var(--locus);padding-left:10px;margin:6px 0 10px}
+.ctx-from{font-size:12.5px;color:var(--muted)}
+.err{color:var(--locus);font-weight:600}
+dl.prov{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:0}
+dl.prov dt{color:var(--muted)}dl.prov dd{margin:0;overflow-wrap:anywhere}
+footer{color:var(--muted);font-size:12.5px;margin-top:32px}
+@media print{body{font-size:12px}main{max-width:none;padding:0}h2{break-after:avoid}
+.headline,.chart,ol.timeline>li{break-inside:avoid}
+details::details-content{content-visibility:visible;display:block}summary::before{content:""}
+*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
+"""
+
+# No scripts, no fetches: the page is inert even if escaping were ever to miss something.
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+)
+
+
+def _pct(e: Estimate | None, signed: bool = False) -> str:
+    if e is None or e.estimate is None or e.low is None or e.high is None:
+        return "\u2013"
+    f = "{:+.0f}" if signed else "{:.0f}"
+    return f"{f.format(100 * e.estimate)}% [{f.format(100 * e.low)}, {f.format(100 * e.high)}]"
+
+
+def _mini(e: Estimate | None, label: bool = False) -> str:
+    if e is None or e.estimate is None:
+        return ""
+    bar = f'<span class="mini" aria-hidden="true"><i style="width:{100 * e.estimate:.0f}%"></i></span>'
+    return bar + (f'<span class="mini-val">{e.estimate:.0%} rescued</span>' if label else "")
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return esc(text)
+    return esc(text[:limit]) + f"\n… ({len(text) - limit:,} more characters not shown)"
+
+
+def _pretty(content: str) -> str:
+    """JSON tool results re-indented so each field (an injected note, say) sits on its own line."""
+    stripped = content.strip()
+    if stripped[:1] in "{[":
+        try:
+            return json.dumps(json.loads(stripped), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return content
+
+
+def _plain_action(action: Action, width: int = 240) -> str:
+    """What the actor did, as a phrase: "called issue_refund(...)", "wrote “...”"."""
+    said = " ".join(action.text.split())
+    if len(said) > width:
+        said = said[: width - 1] + "…"
+    if action.tool_calls:
+        calls = ", ".join(f"{c.name}({_args(c.raw_arguments, c.arguments)})" for c in action.tool_calls)
+        return f"called {calls}" + (f" after writing “{said}”" if said else "")
+    return f"wrote “{said}”"
+
+
+def _args(raw: str | None, parsed: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items())
+    if not parsed and raw:
+        text = raw
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _warnings(report: Report) -> list[str]:
+    """Reasons to distrust the attribution, each one sentence of HTML."""
+    out: list[str] = []
+    if report.abstained_reason:
+        need = (
+            f" About {report.rollouts_needed_per_step} rollouts per step would decide."
+            if report.rollouts_needed_per_step and "rollouts per step" not in report.abstained_reason
+            else ""
+        )
+        reason = report.abstained_reason.rstrip(".")
+        out.append(f"<b>The estimator abstained:</b> {esc(reason)}.{esc(need)}")
+    if report.status == "backend-errors":
+        out.append(
+            f"<b>Backend errors:</b> {report.budget.errored} of {report.budget.rollouts} rollouts "
+            f"errored; first: {esc(report.first_error or 'unknown')}."
+        )
+    if report.fidelity in ("B", "C"):
+        what = (
+            "only the conversation was recorded; each step's input was rebuilt from the message prefix"
+            if report.fidelity == "B"
+            else "only speakers and text were recorded (no tools, parameters or per-agent view)"
+        )
+        out.append(f"<b>Low trace fidelity (class {report.fidelity}):</b> {what}.")
+    m = report.match_rate
+    if m.estimate is not None and m.estimate < _LOW_MATCH:
+        out.append(
+            f"<b>Low action-match rate ({m.estimate:.0%}):</b> the replay policy rarely reproduces the "
+            "recorded actions, so rollouts may not resemble the recorded run."
+        )
+    if report.never_reproduced:
+        steps = ", ".join(str(i) for i in report.never_reproduced)
+        out.append(
+            f"<b>Never reproduced:</b> the policy never drew the recorded action at step(s) {steps}."
+        )
+    if report.divergence_rate >= 0.2:
+        out.append(
+            f"<b>Held steps diverged</b> in {report.divergence_rate:.0%} of rollouts: their context "
+            "differed from the record, so holding them was less literal."
+        )
+    return out
+
+
+def _headline(report: Report, trace: Trace | None) -> str:
+    parts: list[str] = []
+    outcome = trace.outcome if trace is not None else None
+    if outcome is not None and (outcome.label or outcome.detail):
+        label = outcome.label or ("failure" if outcome.failed else "outcome")
+        detail = f": {esc(outcome.detail)}" if outcome.detail else ""
+        parts.append(f'<p class="sub"><b>Outcome:</b> {esc(label)}{detail}</p>')
+    elif report.factual.estimate is not None:
+        parts.append(
+            f'<p class="sub"><b>Outcome:</b> the replayed record fails {report.factual.estimate:.0%}</p>'
+        )
+    decisions = sum(1 for s in report.steps if s.decision)
+    if report.locus is not None:
+        s = report.steps[report.locus]
+        did = (
+            _plain_action(trace.steps[s.index].action)
+            if trace is not None and s.index < len(trace.steps)
+            else f"did “{s.action}”"
+        )
+        parts.append('<section class="headline" id="headline">')
+        parts.append(
+            f'<p class="verdict">The run was decided at <a href="#step-{s.index}">step {s.index}</a>, '
+            f"by {esc(s.actor)}.</p>"
+        )
+        parts.append(f'<p class="what">{esc(s.actor)} <code>{esc(did)}</code></p>')
+        conf = (
+            f"significant at the {report.level:.0%} level after Bonferroni over {decisions} decision "
+            f"steps, and above the {report.min_effect:.0%} minimum effect"
+        )
+        parts.append(f'<p class="what">Confidence: {conf}.</p>')
+        figures = [(_pct(s.effect), "of the failure removed by re-deciding here")]
+        if _pct(s.rescue) != _pct(s.effect):
+            figures.append((_pct(s.rescue), "of runs rescued when re-decided from here"))
+        figures.append((_pct(s.drop, signed=True), "adjacent drop at this step"))
+    else:
+        parts.append('<section class="headline none" id="headline">')
+        parts.append('<p class="verdict">car cannot name a decisive step.</p>')
+        figures = []
+    m = report.match_rate
+    figures.append(
+        (_pct(m), f"action-match rate over {m.n} draws")
+        if m.estimate is not None
+        else ("\u2013", "no match rate")
+    )
+    fact = report.factual
+    if fact.estimate is not None:
+        figures.append(
+            (
+                f"{fact.estimate:.0%}" if report.factual_exact else _pct(fact),
+                "replayed record fails" + (" (exact)" if report.factual_exact else ""),
+            )
+        )
+    parts.append('<div class="figures">')
+    for value, label in figures:
+        parts.append(f'<div class="figure"><b>{esc(value)}</b><span>{esc(label)}</span></div>')
+    parts.append("</div>")
+    warnings = _warnings(report)
+    if warnings:
+        parts.append('<div class="warnings" role="note"><b>Read with care</b><ul>')
+        parts.extend(f"<li>{w}</li>" for w in warnings)
+        parts.append("</ul></div>")
+    notes = [n for n in report.notes if "never reproduced" not in n]
+    if notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    if report.locus is not None:  # when abstaining, the warning above already says why
+        parts.append(f'<p class="caption">{esc(report.headline)}</p>')
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _curve_section(report: Report) -> str:
+    if not any(s.rescue is not None for s in report.steps):
+        return (
+            '<section id="curve"><h2>Rescue curve</h2><p>No rescue rates were estimated '
+            "(see the warnings above).</p></section>"
+        )
+    rows = []
+    for s in report.steps:
+        cls = ' class="locus"' if s.index == report.locus else ""
+        match = "\u2013"
+        if s.match_rate is not None and s.match_rate.estimate is not None:
+            match = f"{s.match_rate.estimate:.0%}" + (" (never)" if s.never_reproduced else "")
+        rows.append(
+            f'<tr{cls} data-step="{s.index}"><td class="num">{s.index}</td><td>{esc(s.actor)}</td>'
+            f"<td>{esc(s.action)}</td><td class='num'>{_mini(s.rescue)}{_pct(s.rescue)}</td>"
+            f"<td class='num'>{_pct(s.drop, signed=True)}</td><td class='num'>{esc(match)}</td>"
+            f"<td>{esc(s.verdict or ('not a decision' if not s.decision else _DASH))}</td></tr>"
+        )
+    return "\n".join(
+        [
+            '<section id="curve"><h2>Rescue curve</h2>',
+            rescue_curve_svg(report),
+            '<p class="caption">Top: the share of runs that avoid the failure when every decision '
+            "before the step is held at its recorded action and the run is re-decided from the step "
+            "on, with "
+            f"{report.level:.0%} intervals. The locus is the latest step whose effect is significant "
+            "(the point of commitment); after it, re-deciding no longer helps. Bottom: the adjacent "
+            "drop at each step; the drops add up to the total effect.</p>",
+            "<details><summary>Numbers</summary><table><thead><tr><th>step</th><th>actor</th>"
+            f"<th>action</th><th>rescued [{report.level:.0%} CI]</th><th>drop</th><th>match</th>"
+            "<th>verdict</th></tr></thead><tbody>",
+            *rows,
+            "</tbody></table></details></section>",
+        ]
+    )
+
+
+def _shapley_section(report: Report) -> str:
+    sh = report.shapley
+    if sh is None:
+        return ""
+    labels = []
+    for p in sh.players:
+        if sh.players_kind == "steps" and len(p.steps) == 1:
+            idx = p.steps[0]
+            actor = report.steps[idx].actor if idx < len(report.steps) else ""
+            labels.append(f"step {idx} · {actor}" if actor else f"step {idx}")
+        else:
+            labels.append(p.id)
+    va, vn = sh.v_all, sh.v_none
+    diff = (
+        f"{va.estimate - vn.estimate:.2f}"
+        if va.estimate is not None and vn.estimate is not None
+        else "not estimated"
+    )
+    note = (
+        f"Σφ = {sh.total:.2f} against v(N) \u2212 v(∅) = {_est(va)} \u2212 {_est(vn)} = {diff}. "
+        f"Method: {sh.method}"
+        + (", budget reached" if sh.budget_reached else "")
+        + f"; {sh.budget.rollouts} rollouts, {sh.budget.policy_calls} policy calls."
+    )
+    why = f"<p>Why: {esc(report.method_reason)}.</p>" if report.method_reason else ""
+    return "\n".join(
+        [
+            f'<section id="shapley"><h2>Shared credit (Shapley over {esc(sh.players_kind)})</h2>',
+            why,
+            shapley_svg(sh, labels),
+            f'<p class="caption">Each bar is a player\'s average marginal contribution to the failure '
+            f"probability over all orders, with its {report.level:.0%} interval and its share of the "
+            f"total. {esc(note)}</p></section>",
+        ]
+    )
+
+
+def _est(e: Estimate) -> str:
+    if e.estimate is None:
+        return "\u2013"
+    if e.low is None or e.high is None or e.low == e.high:
+        return f"{e.estimate:.2f}"
+    return f"{e.estimate:.2f} [{e.low:.2f}, {e.high:.2f}]"
+
+
+def _context_items(trace: Trace, step: Step) -> Iterator[tuple[str, str]]:
+    """What the actor saw before deciding, newest last: (where it came from, text)."""
+    if step.context != "prefix":
+        for j, msg in enumerate(step.context):
+            yield _message_item(j, msg)
+        return
+    if trace.task:
+        task = trace.task if isinstance(trace.task, str) else json.dumps(trace.task, indent=2)
+        yield ("the task", task)
+    for prev in trace.steps[: step.index]:
+        names = {c.id: c.name for c in prev.action.tool_calls}
+        if prev.action.text.strip():
+            yield (f"step {prev.index} · {prev.actor} wrote", prev.action.text)
+        for c in prev.action.tool_calls:
+            args = c.raw_arguments or json.dumps(c.arguments, ensure_ascii=False)
+            yield (f"step {prev.index} · {prev.actor} called {c.name}", args)
+        for obs in prev.observations:
+            tool = names.get(obs.call_id or "", "")
+            where = (
+                f"step {prev.index} · result of {tool}" if tool else f"step {prev.index} · observation"
+            )
+            yield (where + (" (error)" if obs.is_error else ""), _pretty(obs.content))
+
+
+def _message_item(j: int, msg: Message) -> tuple[str, str]:
+    who = msg.role + (f" {msg.name}" if msg.name else "")
+    text = msg.content
+    if msg.tool_calls:
+        text += ("\n" if text else "") + "\n".join(
+            f"→ {c.name}({c.raw_arguments or json.dumps(c.arguments, ensure_ascii=False)})"
+            for c in msg.tool_calls
+        )
+    return (f"message {j} · {who}", _pretty(text) if msg.role == "tool" else text)
+
+
+def _step_body(trace: Trace, step: Step, sr: StepReport | None, is_locus: bool) -> list[str]:
+    clip = _CLIP_LOCUS if is_locus else _CLIP
+    out = ['<div class="body">']
+    if is_locus:
+        items = list(_context_items(trace, step))
+        shown = items[-_CONTEXT_ITEMS:]
+        out.append('<p class="label">What it saw just before deciding</p><div class="context">')
+        if len(items) > len(shown):
+            out.append(
+                f'<p class="ctx-from">({len(items) - len(shown)} earlier item(s) of context not '
+                "shown; see the steps above)</p>"
+            )
+        if not shown:
+            out.append('<p class="ctx-from">(nothing but the system prompt: this is the first step)</p>')
+        for where, text in shown:
+            out.append(f'<p class="ctx-from">{esc(where)}</p><pre>{_clip(text, clip)}</pre>')
+        out.append("</div>")
+    elif step.context != "prefix":
+        out.append(f'<p class="ctx-from">recorded context: {len(step.context)} messages</p>')
+    action = step.action
+    out.append('<p class="label">Action</p>')
+    if action.text:
+        out.append(f"<pre>{_clip(action.text, clip)}</pre>")
+    for c in action.tool_calls:
+        args = c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments)
+        out.append(
+            f'<pre class="call"><b>{esc(c.name)}</b>({_clip(_pretty(args) if args else "", clip)})</pre>'
+        )
+    if not action.text and not action.tool_calls:
+        out.append('<p class="ctx-from">(empty action)</p>')
+    if step.observations:
+        names = {c.id: c.name for c in action.tool_calls}
+        out.append('<p class="label">Observations</p>')
+        for obs in step.observations:
+            tool = names.get(obs.call_id or "", "")
+            head = f"result of {tool}" if tool else "observation"
+            err = ' <span class="err">error</span>' if obs.is_error else ""
+            out.append(
+                f'<p class="ctx-from">{esc(head)}{err}</p><pre>{_clip(_pretty(obs.content), clip)}</pre>'
+            )
+    if sr is not None and sr.decision:
+        match = _pct(sr.match_rate)
+        out.append(
+            f'<p class="ctx-from">rescued {_pct(sr.rescue)} · effect {_pct(sr.effect, signed=True)} · '
+            f"drop {_pct(sr.drop, signed=True)} · action-match {match}</p>"
+        )
+    out.append("</div>")
+    return out
+
+
+def _timeline_section(report: Report, trace: Trace | None, missing: str | None) -> str:
+    if trace is None:
+        why = esc(missing or "the trace file was not available")
+        return (
+            '<section id="timeline"><h2>Trace</h2><p class="warnings" role="note">The timeline is not '
+            f"shown: {why}. The table above lists every step's recorded action.</p></section>"
+        )
+    deciders = set(trace.decision_steps)
+    out = ['<section id="timeline"><h2>Trace</h2>']
+    task = trace.task if isinstance(trace.task, str) else json.dumps(trace.task, ensure_ascii=False)
+    if task:
+        out.append(f"<p><b>Task:</b> {esc(task)}</p>")
+    out.append('<details class="prompts"><summary>Actors and system prompts</summary><div class="body">')
+    for a in trace.actors:
+        prompt = f"<pre>{_clip(a.system_prompt, _CLIP)}</pre>" if a.system_prompt else ""
+        tools = ", ".join(str(t.get("name", "?")) for t in a.tools)
+        out.append(
+            f'<p class="ctx-from"><b>{esc(a.id)}</b> ({esc(a.kind)}'
+            f"{', tools: ' + esc(tools) if tools else ''})</p>{prompt}"
+        )
+    out.append("</div></details>")
+    out.append('<ol class="timeline">')
+    for step in trace.steps:
+        sr = report.steps[step.index] if step.index < len(report.steps) else None
+        is_locus = step.index == report.locus
+        classes = [
+            "step",
+            "locus" if is_locus else "",
+            "decision" if step.index in deciders else "observer",
+        ]
+        badge = ""
+        if is_locus:
+            badge = '<span class="badge">LOCUS</span>'
+        elif sr is not None and sr.verdict == "contributing":
+            badge = '<span class="badge contributing">contributing</span>'
+        elif step.index not in deciders:
+            badge = '<span class="badge quiet">not a decision</span>'
+        bar = _mini(sr.rescue, label=True) if sr is not None else ""
+        current = ' aria-current="step"' if is_locus else ""
+        out.append(
+            f'<li id="step-{step.index}" class="{" ".join(c for c in classes if c)}" '
+            f'data-step="{step.index}"{current}>'
+            f"<details{' open' if is_locus else ''}><summary>"
+            f'<span class="idx">step {step.index}</span><span class="actor">{esc(step.actor)}</span>'
+            f'<span class="summary-action">{esc(step.action.summary(110))}</span>{bar}{badge}</summary>'
+        )
+        out.extend(_step_body(trace, step, sr, is_locus))
+        out.append("</details></li>")
+    out.append("</ol>")
+    outcome = trace.outcome
+    if outcome.label or outcome.detail:
+        out.append(
+            f"<p><b>Outcome:</b> {esc(outcome.label or '')}"
+            f"{': ' + esc(outcome.detail) if outcome.detail else ''}</p>"
+        )
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _provenance(report: Report, trace_note: str | None) -> str:
+    from car import __version__
+
+    b = report.budget
+    method = report.method + (f" — {report.method_reason}" if report.method_reason else "")
+    if report.shapley is not None and report.method == "contrastive":
+        method += f"; Shapley ({report.shapley.method}) for shared credit"
+    rows: list[tuple[str, str]] = [
+        ("trace", f"{report.trace_id}" + (f" ({report.trace_path})" if report.trace_path else "")),
+        ("trace hash", report.trace_hash),
+        ("policy", report.specs.policy),
+        ("environment", report.specs.env),
+        ("scorer", report.specs.scorer),
+        ("method", method),
+        ("seed", str(report.seed)),
+        (
+            "budget",
+            f"{b.rollouts} rollouts, {b.policy_calls} policy calls, {b.env_calls} environment calls, "
+            f"{b.reused} reused, {b.errored} errored, {b.unscorable} unscorable",
+        ),
+        (
+            "settings",
+            f"{report.samples} samples per step, {report.match_samples} match draws per step, "
+            f"{report.level:.0%} intervals, minimum effect {report.min_effect:.0%}",
+        ),
+        (
+            "divergence",
+            f"{report.divergence_rate:.0%} of rollouts had a held step whose context differed",
+        ),
+        ("fidelity", report.fidelity or "native car trace"),
+        ("car", f"computed by car {report.car_version}; rendered by car {__version__}"),
+        ("format", report.version),
+    ]
+    if trace_note:
+        rows.append(("timeline", trace_note))
+    body = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
+    rerun = ""
+    if report.trace_path:
+        rerun = (
+            f'<p class="ctx-from">Reproduce: <code>car blame {esc(report.trace_path)} --seed '
+            f"{report.seed} --samples {report.samples} --match-samples {report.match_samples} --level "
+            f"{report.level:g} --min-effect {report.min_effect:g}</code></p>"
+        )
+    return f'<section id="provenance"><h2>Provenance</h2><dl class="prov">{body}</dl>{rerun}</section>'
+
+
+def render_html(report: Report, trace: Trace | None = None, *, trace_missing: str | None = None) -> str:
+    """The report as one self-contained HTML document.
+
+    `trace` supplies the timeline (each step's action and observations, the locus step's context);
+    without it the page says why (`trace_missing`) and shows the rest. Nothing on the page loads from
+    the network and no script runs.
+    """
+    if trace is not None and len(trace.steps) != len(report.steps):
+        trace_missing = (
+            f"the trace has {len(trace.steps)} steps but the report {len(report.steps)}: "
+            "it is not the trace this report was computed from"
+        )
+        trace = None
+    title = f"car blame: {report.trace_id}"
+    if report.locus is not None:
+        title += f" — decided at step {report.locus}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta name="generator" content="car">',
+        f"<title>{esc(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head><body><main>",
+        f"<header><h1>car blame: {esc(report.trace_id)}</h1>",
+        f'<p class="sub">Which step of this failed run decided it, found by replaying the run with '
+        f"decisions held or re-decided ({esc(report.method)} method, {report.budget.rollouts} "
+        "rollouts).</p></header>",
+        _headline(report, trace),
+        _curve_section(report),
+        _shapley_section(report),
+        _timeline_section(report, trace, trace_missing),
+        _provenance(report, None if trace is not None else trace_missing),
+        f"<footer>Generated by car {esc(report.car_version)}. Self-contained: this file loads nothing "
+        "and runs no script.</footer>",
+        "</main></body></html>",
+    ]
+    return "\n".join(p for p in parts if p) + "\n"

@@ -1,0 +1,100 @@
+"""Text bars in the terminal table: shape visible, within 120 columns, no colour under NO_COLOR."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import car
+from car.render import bar, render_table, sparkline
+from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = sorted((ROOT / "traces").glob("*.json"))
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def _colours(text: str) -> set[str]:
+    """Colour parameters (foreground or background) in the SGR escapes of `text`; bold/dim are not."""
+    params = {p for m in SGR.finditer(text) for p in m.group(1).split(";")}
+    return {p for p in params if p.isdigit() and (30 <= int(p) <= 49 or 90 <= int(p) <= 107)}
+
+
+def test_bar_is_fixed_width_and_monotone() -> None:
+    assert bar(0.0) == "······"
+    assert bar(1.0) == "██████"
+    assert bar(0.5) == "███···"
+    assert bar(1 / 48) == "▏·····"
+    assert bar(None) == "      " and bar(float("nan")) == "      "
+    assert bar(-1.0) == bar(0.0) and bar(2.0) == bar(1.0)
+    fills = [sum(8 if ch == "█" else 0 for ch in bar(i / 48)) for i in range(49)]
+    assert all(len(bar(i / 48)) == 6 for i in range(49))
+    assert fills == sorted(fills)
+    assert len({bar(i / 48) for i in range(49)}) == 49  # every eighth of a cell is distinct
+    assert len(bar(0.3, width=10)) == 10
+
+
+def _plain(report: car.Report) -> str:
+    console = Console(record=True, width=120, file=io.StringIO(), no_color=True)
+    render_table(report, console)
+    return console.export_text(styles=False)
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+def test_bundled_tables_fit_120_columns_and_show_the_rescue_bars(path: Path) -> None:
+    report = car.blame(path, samples=8, match_samples=2, seed=0)
+    text = _plain(report)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    for s in report.steps:
+        if s.decision and s.rescue is not None and s.rescue.estimate is not None:
+            row = next(line for line in text.splitlines() if re.match(rf"\s*\d+\s+{s.index} ", line))
+            assert bar(s.rescue.estimate) in row
+
+
+def test_no_color_keeps_the_bars_and_drops_the_escapes() -> None:
+    report = car.blame(ROOT / "traces" / "support-refund.json", samples=8, match_samples=2, seed=0)
+    out = io.StringIO()
+    render_table(report, Console(file=out, force_terminal=True, no_color=True, width=120))
+    assert _colours(out.getvalue()) == set()
+    assert "█" in out.getvalue()
+    coloured = io.StringIO()
+    render_table(report, Console(file=coloured, force_terminal=True, width=120, color_system="standard"))
+    assert _colours(coloured.getvalue())  # and colour when it is allowed
+
+
+def test_shapley_players_get_phi_bars_and_the_efficiency_line() -> None:
+    report = car.blame(ROOT / "traces" / "and.json", samples=8, match_samples=2, seed=0)
+    sh = ShapleyReport(
+        method="exact",
+        players_kind="agents",
+        players=[
+            ShapleyPlayer(id="agent", steps=[0, 1, 2], value=0.8, low=0.7, high=0.9, share=0.8),
+            ShapleyPlayer(id="user", steps=[3], value=0.2, low=-0.1, high=0.4, share=0.2),
+        ],
+        total=1.0,
+        v_all=Estimate(estimate=1.0, low=1.0, high=1.0, n=1),
+        v_none=Estimate(estimate=0.0, low=0.0, high=0.05, n=64),
+        budget=Budget(rollouts=64, policy_calls=64),
+    )
+    text = _plain(report.model_copy(update={"shapley": sh}))
+    assert "Σφ = 1.00; v(N) - v(∅) = 1.00" in text
+    agent = next(line for line in text.splitlines() if line.startswith("agent "))
+    assert bar(0.8) in agent and "+0.80 [+0.70, +0.90]" in agent and "80%" in agent
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_sparkline_levels() -> None:
+    assert sparkline([0.0, 1.0, None, 0.5, float("nan")]) == "▁█·▅·"
+    assert sparkline([]) == ""
+
+
+def test_the_curve_line_follows_step_order_even_though_rows_are_ranked() -> None:
+    report = car.blame(ROOT / "traces" / "research-team.json", samples=8, match_samples=2, seed=0)
+    text = _plain(report)
+    expected = sparkline([s.rescue.estimate if s.rescue else None for s in report.steps])
+    assert f"rescue by step 0-4: {expected}" in text
+    assert f"(locus: step {report.locus})" in text
