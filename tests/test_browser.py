@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chromium_driver import Browser, find_browser
 
 import car
 from car.html import render_html
+from tests.chromium_driver import Browser, find_browser
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG = b"\x89PNG\r\n\x1a\n"
