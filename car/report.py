@@ -6,7 +6,6 @@ used, the seed, the interval level and the component specs, so a result can be r
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Literal
@@ -14,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from car.errors import InputError
+from car.jsonfile import describe_validation_error, read_json
 
 __all__ = [
     "REPORT_VERSION",
@@ -154,22 +154,7 @@ class Report(_Model):
 def load_report(path: str | Path) -> Report:
     """Read a saved `car.report/v1` JSON file; problems become one `InputError` line naming the place."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a directory, expected a report file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: byte {exc.start}: not UTF-8 text") from None
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
-        ) from None
+    data = read_json(path, what="a JSON report")
     if not isinstance(data, dict):
         raise InputError(f"{source}: $: expected a JSON object (a car report)")
     version = data.get("version")
@@ -180,8 +165,4 @@ def load_report(path: str | Path) -> Report:
     try:
         return Report.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        more = len(exc.errors()) - 1
-        tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
-        raise InputError(f"{source}: {where}: {err['msg']}{tail}") from None
+        raise InputError(describe_validation_error(exc, source)) from None

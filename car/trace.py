@@ -11,13 +11,14 @@ Every problem becomes an `InputError` with one line naming the file, the JSON pa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from car.errors import InputError
+from car.jsonfile import PathError, describe_validation_error, json_path, kind_of, read_json
 
 __all__ = [
     "TRACE_VERSION",
@@ -188,7 +189,7 @@ class Trace(_Model):
     def _dense_indices(cls, steps: tuple[Step, ...]) -> tuple[Step, ...]:
         for i, step in enumerate(steps):
             if step.index != i:
-                raise _PathError(
+                raise PathError(
                     ("steps", i, "index"),
                     f"expected {i} (step indices are dense from 0 and in order), got {step.index}",
                 )
@@ -200,18 +201,18 @@ class Trace(_Model):
         seen: set[str] = set()
         for i, a in enumerate(ids):
             if a in seen:
-                raise _PathError(("actors", i, "id"), f"duplicate actor id {a!r}")
+                raise PathError(("actors", i, "id"), f"duplicate actor id {a!r}")
             seen.add(a)
         for step in self.steps:
             if step.actor not in seen:
-                raise _PathError(
+                raise PathError(
                     ("steps", step.index, "actor"),
                     f"unknown actor {step.actor!r}; actors are {', '.join(map(repr, ids))}",
                 )
             call_ids = {c.id for c in step.action.tool_calls}
             for j, obs in enumerate(step.observations):
                 if obs.call_id is not None and obs.call_id not in call_ids:
-                    raise _PathError(
+                    raise PathError(
                         ("steps", step.index, "observations", j, "call_id"),
                         f"{obs.call_id!r} matches no tool call of this step",
                     )
@@ -223,7 +224,7 @@ class Trace(_Model):
                 if spec is not None:
                     problem = check_builtin(kind, spec)
                     if problem:
-                        raise _PathError(("replay", kind), problem)
+                        raise PathError(("replay", kind), problem)
         return self
 
     # -- derived views -------------------------------------------------------------------------
@@ -251,29 +252,13 @@ class Trace(_Model):
         return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
 
 
-class _PathError(ValueError):
-    """A validation problem at a JSON path inside the trace (raised from validators)."""
-
-    def __init__(self, loc: tuple[str | int, ...], msg: str) -> None:
-        super().__init__(msg)
-        self.loc = loc
-        self.msg = msg
-
-
-def json_path(loc: Sequence[str | int]) -> str:
-    out = "$"
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
 def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:
     """Upgrade a parsed trace document to the current version (the one migration entry point).
 
     Only `car.trace/v1` exists today; the function is where a v2 would map v1 documents forward.
     """
     if not isinstance(data, dict):
-        raise InputError(f"{source}: $: expected a JSON object (a car trace), got {_kind(data)}")
+        raise InputError(f"{source}: $: expected a JSON object (a car trace), got {kind_of(data)}")
     version = data.get("version")
     if version is None:
         raise InputError(
@@ -288,97 +273,17 @@ def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:
     return data
 
 
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number" if isinstance(value, int | float) else "null"
-    )
-
-
 def parse_trace(data: Any, *, source: str = "<trace>") -> Trace:
     """Validate a parsed JSON document as a trace; errors name `source` and the JSON path."""
     doc = migrate(data, source=source)
     try:
         return Trace.model_validate(doc)
     except ValidationError as exc:
-        raise InputError(_describe(exc, source)) from None
-    except _PathError as exc:
+        raise InputError(describe_validation_error(exc, source)) from None
+    except PathError as exc:
         raise InputError(f"{source}: {json_path(exc.loc)}: {exc.msg}") from None
-
-
-_EXPECTED = {
-    "model_type": "expected an object",
-    "model_attributes_type": "expected an object",
-    "dict_type": "expected an object",
-    "tuple_type": "expected an array",
-    "list_type": "expected an array",
-    "string_type": "expected a string",
-    "int_type": "expected an integer",
-    "int_parsing": "expected an integer",
-    "int_from_float": "expected an integer",
-    "float_type": "expected a number",
-    "float_parsing": "expected a number",
-    "bool_type": "expected true or false",
-    "bool_parsing": "expected true or false",
-}
-
-
-def _describe(exc: ValidationError, source: str) -> str:
-    errors = exc.errors(include_url=False)
-    # The deepest location is the most specific complaint (a union reports each member's failure).
-    err = max(errors, key=lambda e: len([p for p in e["loc"] if not _is_union_tag(p)]))
-    loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
-    inner = (err.get("ctx") or {}).get("error")
-    if isinstance(inner, _PathError):
-        return f"{source}: {json_path(inner.loc)}: {inner.msg}"
-    kind = err["type"]
-    if kind == "missing":
-        msg = "required field is missing"
-    elif kind == "extra_forbidden":
-        msg = "unknown field (check the spelling; `car schema` lists the fields)"
-    else:
-        msg = _EXPECTED.get(kind) or str(err["msg"]).removeprefix("Value error, ")
-        msg = msg.replace("Input should be", "expected")
-        got = err.get("input")
-        shown = _kind(got) if isinstance(got, dict | list) else json.dumps(got, ensure_ascii=False)
-        msg = f"{msg}; got {shown[:60]}"
-    more = len(errors) - 1
-    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
-    return f"{source}: {json_path(loc)}: {msg}{tail}"
-
-
-def _is_union_tag(part: str | int) -> bool:
-    # pydantic inserts the union member's name ("tuple[...]", "literal['prefix']") into locations.
-    return isinstance(part, str) and ("[" in part or part in {"str", "dict[str,any]"})
 
 
 def load_trace(path: str | Path) -> Trace:
     """Read and validate a `car.trace/v1` JSON file."""
-    p = Path(path)
-    source = str(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a directory, expected a trace file") from None
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: byte {exc.start}: not UTF-8 text") from None
-    if not text.strip():
-        raise InputError(f"{source}: empty file, expected a JSON trace")
-    try:
-        data = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
-        ) from None
-    except ValueError as exc:
-        raise InputError(f"{source}: invalid JSON: {exc}") from None
-    return parse_trace(data, source=source)
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
+    return parse_trace(read_json(path, what="a JSON trace"), source=str(path))

@@ -124,7 +124,7 @@ def test_report_trace_option(saved: Path, capsys: pytest.CaptureFixture[str]) ->
         ('{"version": "car.report/v9"}', "$.version: unknown version 'car.report/v9'"),
         ("{}", "$.version: missing"),
         ('{"version": "car.trace/v1"}', "is this a trace?"),
-        ('{"version": "car.report/v1", "seed": 0}', "$.car_version: Field required (and "),
+        ('{"version": "car.report/v1", "seed": 0}', "$.car_version: required field is missing (and "),
     ],
 )
 def test_bad_report_files_get_one_line_and_exit_2(
