@@ -1,11 +1,11 @@
 """The `car` command line. stdout carries the report only; progress and errors go to stderr.
 
-Exit codes: 0 done; 2 usage or input error; 3 backend failure (the report is still written).
+Exit codes: 0 done; 1 a gate the user asked for tripped; 2 usage or input error; 3 backend failure
+(the report is still written). See `car.gates`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -15,10 +15,8 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from car.errors import CarError
-from car.report import Report
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -39,6 +37,10 @@ app = typer.Typer(
 class Format(StrEnum):
     table = "table"
     json = "json"
+    jsonl = "jsonl"
+    markdown = "markdown"
+    github = "github"
+    junit = "junit"
 
 
 class SchemaName(StrEnum):
@@ -80,7 +82,10 @@ def _root(
 
 @app.command()
 def blame(
-    trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
+    traces: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files, directories of traces, or globs.", show_default=False),
+    ],
     policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
     env: Annotated[
         str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
@@ -89,71 +94,102 @@ def blame(
     samples: Annotated[int, typer.Option(help="Rollouts per decision step.")] = 32,
     match_samples: Annotated[int, typer.Option(help="Draws per step for the action-match rate.")] = 8,
     seed: Annotated[int, typer.Option(help="Keys all randomness: same seed, same report.")] = 0,
-    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once, across all traces.")] = 8,
     level: Annotated[float, typer.Option(help="Two-sided interval level.")] = 0.95,
     min_effect: Annotated[float, typer.Option(help="Smallest rescue effect that counts.")] = 0.1,
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
+    report: Annotated[
+        list[str] | None,
+        typer.Option("--report", help="Also write FORMAT=PATH (repeatable).", show_default=False),
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="Rollout store file (default .car/store.sqlite).")
+    ] = None,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", help="Neither read nor write a store.")
+    ] = False,
+    min_match_rate: Annotated[
+        float | None, typer.Option(help="Gate: exit 1 if the action-match rate is below this.")
+    ] = None,
+    fail_on_abstain: Annotated[
+        bool, typer.Option("--fail-on-abstain", help="Gate: exit 1 if no step can be named.")
+    ] = False,
+    fail_on_blame: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Gate: exit 1 if this actor, step index or 'any' is blamed (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 on gates (1) and backend failures (3).")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Stop at the first failing trace.")
+    ] = False,
+    max_rollouts: Annotated[
+        int | None, typer.Option(help="Rollouts allowed for the whole run (stored ones count).")
+    ] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(help="COUNTER=USD per million tokens, for a cost figure.", show_default=False),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the estimate only.")] = False,
+    shard: Annotated[str | None, typer.Option(help="Attribute only shard K/N of the traces.")] = None,
+    executor: Annotated[
+        str, typer.Option(help="local, or ray (pip install 'car-blame[ray]').")
+    ] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: local).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress display.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
-    """Rank the steps of a failed run by how much re-deciding them avoids the failure."""
+    """Rank the steps of failed runs by how much re-deciding them avoids the failure.
+
+    Exit codes: 0 done; 1 a gate tripped; 2 usage or input error; 3 backend failure.
+    """
     global _DEBUG
     _DEBUG = debug
-    from car.blame import blame_async
-    from car.render import render_json
+    from car.batch import BatchOptions, parse_shard
+    from car.ci import BlameRequest, parse_prices, parse_reports, run_blame
+    from car.gates import Gates
+    from car.outputs import OutputFormat
 
-    err = _stderr()
-    bar = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
+    request = BlameRequest(
+        paths=[str(t) for t in traces],
+        options=BatchOptions(
+            policy=policy,
+            env=env,
+            scorer=scorer,
+            samples=samples,
+            match_samples=match_samples,
+            seed=seed,
+            level=level,
+            min_effect=min_effect,
+            gates=Gates(min_match_rate, fail_on_abstain, tuple(fail_on_blame or ())),
+            prices=parse_prices(price or []),
+            debug=debug,
+        ),
+        fmt=OutputFormat(fmt.value),
+        output=output,
+        reports=parse_reports(report or []),
+        store_path=store,
+        no_store=no_store,
+        concurrency=concurrency,
+        shard=parse_shard(shard) if shard else None,
+        fail_fast=fail_fast,
+        max_rollouts=max_rollouts,
+        dry_run=dry_run,
+        exit_zero=exit_zero,
+        progress=not no_progress,
+        quiet=quiet,
+        executor=executor,
+        address=address,
     )
-    task_id = bar.add_task("replaying", total=None)
-
-    def progress(phase: str, done: int, total: int) -> None:
-        bar.update(task_id, completed=done, total=total)
-
-    import asyncio
-
-    with bar:
-        report = asyncio.run(
-            blame_async(
-                trace,
-                policy=policy,
-                env=env,
-                scorer=scorer,
-                samples=samples,
-                match_samples=match_samples,
-                seed=seed,
-                concurrency=concurrency,
-                level=level,
-                min_effect=min_effect,
-                progress=progress,
-            )
-        )
-    text = render_json(report) if fmt is Format.json else _table_text(report, to_file=output is not None)
-    if output is not None:
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            sys.stdout.write(text)
-            raise CarError(
-                f"{output}: cannot write the report ({exc.strerror}); printed it instead"
-            ) from None
-        err.print(f"report written to {output}", highlight=False)
-    elif text:
-        sys.stdout.write(text)
-    if report.status == "backend-errors":
-        print(
-            f"car: error: too many rollouts errored ({report.budget.errored} of "
-            f"{report.budget.rollouts}); first: {report.first_error}",
-            file=sys.stderr,
-        )
-        raise SystemExit(3)
+    code = run_blame(request)
+    if code:
+        raise SystemExit(code)
 
 
 @app.command()
@@ -181,20 +217,6 @@ def schema(
 
     model = Trace if name is SchemaName.trace else Report
     print(json.dumps(model.model_json_schema(), indent=2))
-
-
-def _table_text(report: Report, *, to_file: bool) -> str:
-    """Render the table; printed directly to a terminal, else returned as plain text."""
-    from car.render import render_table
-
-    stdout = Console()
-    if stdout.is_terminal and not to_file:
-        render_table(report, stdout)
-        return ""
-    # Not a terminal: a fixed, roomy width and no styling, so files and pipes read well.
-    plain = Console(record=True, width=120, file=io.StringIO(), no_color=True)
-    render_table(report, plain)
-    return plain.export_text(styles=False)
 
 
 def main(argv: list[str] | None = None) -> None:

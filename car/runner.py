@@ -21,14 +21,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from car.protocols import Mode, Turn
 from car.replay import Counters, Plan, Replay, Rollout
-from car.store import RolloutStore, event_key, namespace
+from car.store import RolloutCache, event_key, namespace
 from car.trace import Action, Observation
 
-__all__ = ["ManagedReplay", "Runner", "RunnerStats", "component_config", "usage_of"]
+__all__ = ["Limiter", "ManagedReplay", "Runner", "RunnerStats", "component_config", "usage_of"]
 
 
 def component_config(component: object) -> dict[str, Any]:
@@ -52,6 +52,14 @@ def usage_of(policy: object) -> dict[str, int]:
     return {str(k): int(v) for k, v in usage.items() if isinstance(v, int | float)}
 
 
+class Limiter(Protocol):
+    """A concurrency limit held elsewhere (for example by a Ray actor)."""
+
+    async def acquire(self) -> None: ...
+
+    async def release(self) -> None: ...
+
+
 @dataclass
 class RunnerStats:
     fresh: int = 0  # rollouts computed by this process
@@ -65,15 +73,39 @@ class RunnerStats:
 class Runner:
     """Shared by every trace of a run: the store (optional) and the global concurrency limit."""
 
-    store: RolloutStore | None = None
+    store: RolloutCache | None = None
     concurrency: int = 8
     stats: RunnerStats = field(default_factory=RunnerStats)
+    limiter: Limiter | None = None  # a limit shared beyond this process (the Ray executor's)
+    parent: Runner | None = None
 
     def __post_init__(self) -> None:
         self._limit: asyncio.Semaphore | None = None
 
+    def child(self) -> Runner:
+        """A runner for one trace: the same store and limit, its own statistics (which also add up
+        in this one)."""
+        return Runner(self.store, self.concurrency, limiter=self.limiter, parent=self)
+
+    def count(self, name: str, n: int = 1) -> None:
+        runner: Runner | None = self
+        while runner is not None:
+            setattr(runner.stats, name, getattr(runner.stats, name) + n)
+            runner = runner.parent
+
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
+        if self.parent is not None:
+            async with self.parent.slot():
+                yield
+            return
+        if self.limiter is not None:
+            await self.limiter.acquire()
+            try:
+                yield
+            finally:
+                await self.limiter.release()
+            return
         # Created lazily: a semaphore belongs to the event loop that first uses it.
         if self._limit is None:
             self._limit = asyncio.Semaphore(self.concurrency)
@@ -160,16 +192,14 @@ class ManagedReplay(Replay):
     def _inner(self) -> Replay:
         # A private engine per request: its counters are exactly this rollout's increments, which
         # is what gets stored, so a stored rollout is counted as the fresh one was.
-        return Replay(
-            self.trace, self.policy, self.env, self.scorer, seed=self.seed, slack=self.slack
-        )
+        return Replay(self.trace, self.policy, self.env, self.scorer, seed=self.seed, slack=self.slack)
 
     async def _managed(self, kind: str, key: str, plan: Plan, replicate: int, work: Any) -> Rollout:
         store = self.runner.store
         if store is not None:
             hit = store.get(self.ns, key)
             if hit is not None:
-                self.runner.stats.stored += 1
+                self.runner.count("stored")
                 _add(self.counters, hit["counters"], hit.get("error"))
                 return Rollout(
                     plan,
@@ -185,8 +215,8 @@ class ManagedReplay(Replay):
         inner = self._inner()
         async with self.runner.slot():
             rollout: Rollout = await work(inner)
-        self.runner.stats.fresh += 1
-        self.runner.stats.fresh_policy_calls += inner.counters.policy_calls
+        self.runner.count("fresh")
+        self.runner.count("fresh_policy_calls", inner.counters.policy_calls)
         _add(self.counters, _counters_json(inner.counters), inner.counters.first_error)
         if store is not None and rollout.status != "error":  # errors are retried on resume
             store.put(
@@ -232,13 +262,13 @@ class ManagedReplay(Replay):
         if store is not None:
             hit = store.get(self.ns, key)
             if hit is not None:
-                self.runner.stats.stored_draws += 1
+                self.runner.count("stored_draws")
                 self.counters.policy_calls += 1
                 return Action.model_validate(hit["action"])
         async with self.runner.slot():
             action = await Replay.sample_recorded(self, step, draw)
-        self.runner.stats.fresh_draws += 1
-        self.runner.stats.fresh_policy_calls += 1
+        self.runner.count("fresh_draws")
+        self.runner.count("fresh_policy_calls")
         if store is not None:
             store.put(
                 self.ns,

@@ -29,13 +29,15 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from car.errors import InputError
 
 __all__ = [
     "DEFAULT_DIR",
     "STORE_VERSION",
+    "MemoryStore",
+    "RolloutCache",
     "RolloutStore",
     "StoreError",
     "StoreInfo",
@@ -67,6 +69,33 @@ CREATE TABLE IF NOT EXISTS results (
     report TEXT NOT NULL, created REAL NOT NULL
 );
 """
+
+
+class RolloutCache(Protocol):
+    """What the runner needs of a store: look a rollout up, put one in (never twice)."""
+
+    def get(self, ns: str, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool: ...
+
+
+class MemoryStore:
+    """A store in memory: preloaded rows plus the rows added since (shipped back by remote workers,
+    which never write the SQLite file themselves: it has one writer)."""
+
+    def __init__(self, rows: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
+        self._rows: dict[tuple[str, str], dict[str, Any]] = dict(rows or {})
+        self.added: list[tuple[str, str, str, str, dict[str, Any]]] = []
+
+    def get(self, ns: str, key: str) -> dict[str, Any] | None:
+        return self._rows.get((ns, key))
+
+    def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool:
+        if (ns, key) in self._rows:
+            return False
+        self._rows[ns, key] = dict(payload)
+        self.added.append((ns, key, trace_hash, kind, dict(payload)))
+        return True
 
 
 class StoreError(InputError):
@@ -159,7 +188,9 @@ class RolloutStore:
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0)
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the store ({exc}); {_way_out(self.path)}") from None
+            raise StoreError(
+                f"{self.path}: cannot open the store ({exc}); {_way_out(self.path)}"
+            ) from None
         try:
             self._init()
         except sqlite3.DatabaseError as exc:
@@ -187,9 +218,7 @@ class RolloutStore:
 
     # -- rollouts ------------------------------------------------------------------------------
     def get(self, ns: str, key: str) -> dict[str, Any] | None:
-        row = self._db.execute(
-            "SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)
-        ).fetchone()
+        row = self._db.execute("SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)).fetchone()
         if row is None:
             return None
         try:
@@ -210,8 +239,19 @@ class RolloutStore:
             )
         return cur.rowcount == 1
 
+    def rows_for(self, trace_hash: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every stored row of one trace (what a remote worker needs to resume it)."""
+        out = {}
+        for ns, key in self._db.execute(
+            "SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)
+        ).fetchall():
+            payload = self.get(ns, key)
+            if payload is not None:
+                out[ns, key] = payload
+        return out
+
     def count(self, *, ns: str | None = None, kind: str | None = None) -> int:
-        sql, args = "SELECT COUNT(*) FROM rollouts WHERE 1=1", []
+        sql, args = "SELECT COUNT(*) FROM rollouts WHERE 1=1", list[str]()
         if ns is not None:
             sql, args = sql + " AND ns=?", [*args, ns]
         if kind is not None:
@@ -254,9 +294,7 @@ class RolloutStore:
             for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
             if p.exists()
         )
-        return StoreInfo(
-            str(self.path), size, sum(by_kind.values()), int(traces), int(results), by_kind
-        )
+        return StoreInfo(str(self.path), size, sum(by_kind.values()), int(traces), int(results), by_kind)
 
     def merge_from(self, other: str | Path) -> tuple[int, int]:
         """Copy the rollouts and reports of another store in; returns (added, already present)."""
@@ -265,7 +303,9 @@ class RolloutStore:
             added = skipped = 0
             with self._db:
                 for row in src._db.execute("SELECT * FROM rollouts"):
-                    cur = self._db.execute("INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)", row)
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)", row
+                    )
                     added += cur.rowcount
                     skipped += 1 - cur.rowcount
                 for row in src._db.execute("SELECT * FROM results"):
