@@ -206,6 +206,31 @@ def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:
     return True
 
 
+def rerender(source: str | Path, fmt: str) -> str:
+    """Render stored reports (a store, a report JSON or batch JSONL) in any output format."""
+    from pydantic import ValidationError
+
+    from car.report import Report
+    from car.store import load_results
+
+    results = []
+    for n, doc in enumerate(load_results(source), 1):
+        try:
+            rep = Report.model_validate(doc)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InputError(f"{source}: report {n}: {where}: {first['msg']}") from None
+        results.append(TraceResult(rep.trace_path or rep.trace_id, rep.trace_id, _status_of(rep), rep))
+    if not results:
+        raise InputError(f"{source}: no stored reports (run `car blame` with a store first)")
+    return render_output(OutputFormat(fmt), results, batch=len(results) > 1)
+
+
+def _status_of(report: Any) -> Any:
+    return "backend-error" if report.status == "backend-errors" else "ok"
+
+
 def _execute(req: BlameRequest, kwargs: dict[str, Any]) -> list[TraceResult]:
     if req.executor == "ray":
         from car.executors.ray import run_ray

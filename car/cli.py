@@ -219,6 +219,74 @@ def schema(
     print(json.dumps(model.model_json_schema(), indent=2))
 
 
+cache_app = typer.Typer(help="Inspect or clear the rollout store.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+_STORE_OPTION = typer.Option("--store", help="Store file (default .car/store.sqlite).")
+
+
+@cache_app.command("info")
+def cache_info(store: Annotated[Path | None, _STORE_OPTION] = None) -> None:
+    """Show what the store holds."""
+    from car.store import RolloutStore, default_store_path
+
+    path = store or default_store_path()
+    with RolloutStore(path, create=False) as st:
+        info = st.info()
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(info.by_kind.items())) or "none"
+    print(
+        f"{info.path}: {info.rollouts} stored rollouts and draws ({kinds}) over {info.traces} "
+        f"traces; {info.results} reports; {info.bytes / 1e6:.1f} MB"
+    )
+
+
+@cache_app.command("clear")
+def cache_clear(
+    store: Annotated[Path | None, _STORE_OPTION] = None,
+    force: Annotated[bool, typer.Option("--force", help="Delete even a file car did not make.")] = False,
+) -> None:
+    """Delete the store (every stored rollout and report)."""
+    from car.store import clear_store, default_store_path
+
+    path = store or default_store_path()
+    removed = clear_store(path, force=force)
+    print(f"{path}: removed" if removed else f"{path}: nothing to remove")
+
+
+@app.command()
+def merge(
+    into: Annotated[Path, typer.Argument(help="The store to merge into (created if missing).")],
+    sources: Annotated[list[Path], typer.Argument(help="Shard stores to merge in.")],
+) -> None:
+    """Combine shard stores (from `car blame --shard K/N`) into one."""
+    from car.store import RolloutStore
+
+    with RolloutStore(into) as target:
+        for src in sources:
+            added, present = target.merge_from(src)
+            print(f"{src}: {added} rollouts added, {present} already present", file=sys.stderr)
+        info = target.info()
+    print(f"{into}: {info.rollouts} stored rollouts over {info.traces} traces; {info.results} reports")
+
+
+@app.command()
+def report(
+    source: Annotated[
+        Path, typer.Argument(help="A store file, a report JSON, or a JSONL of batch records.")
+    ],
+    fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write it here.")] = None,
+) -> None:
+    """Re-render stored results without any new model call."""
+    from car.ci import rerender
+
+    text = rerender(source, fmt.value)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors with exit codes, tracebacks only with --debug."""
     global _DEBUG

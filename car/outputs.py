@@ -136,7 +136,7 @@ def counts_line(results: Sequence[TraceResult]) -> str:
 
 # -- table --------------------------------------------------------------------------------------
 def _plain(render: object) -> str:
-    console = Console(record=True, width=120, file=io.StringIO(), no_color=True)
+    console = Console(record=True, width=160, file=io.StringIO(), no_color=True)
     console.print(render)
     return console.export_text(styles=False)
 

@@ -98,6 +98,10 @@ class MemoryStore:
         return True
 
 
+class _Foreign(sqlite3.DatabaseError):
+    pass
+
+
 class StoreError(InputError):
     """The store file cannot be used (corrupted, foreign, newer version, unwritable)."""
 
@@ -169,7 +173,9 @@ class StoredResult:
 def _way_out(path: Path) -> str:
     return (
         f"use another file (--store PATH), run without it (--no-store), "
-        f"or remove it (car cache clear --store {path})"
+        f"or remove it (car cache clear --store {path}"
+        + ("" if path.parent.name == DEFAULT_DIR else " --force")
+        + ")"
     )
 
 
@@ -193,6 +199,12 @@ class RolloutStore:
             ) from None
         try:
             self._init()
+        except _Foreign as exc:
+            self._db.close()
+            raise StoreError(
+                f"{self.path}: {exc}, not a car store; use another file (--store PATH) "
+                "or run without a store (--no-store)"
+            ) from None
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise StoreError(
@@ -203,7 +215,7 @@ class RolloutStore:
         db = self._db
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables and "meta" not in tables:
-            raise sqlite3.DatabaseError("a SQLite file of another program")
+            raise _Foreign("a SQLite file of another program")
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a killed process (only an OS crash can lose the last commits).
         db.execute("PRAGMA synchronous=NORMAL")
@@ -325,9 +337,30 @@ class RolloutStore:
         self.close()
 
 
-def clear_store(path: str | Path) -> list[Path]:
-    """Delete a store file and its WAL companions (works on damaged files too)."""
+def _is_car_store(p: Path) -> bool:
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and str(row[0]).startswith("car.store/")
+
+
+def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
+    """Delete a store file and its WAL companions. A damaged default store (`.car/store.sqlite`)
+    is deleted too; any other file that is not a car store needs `force`, so that a mistyped
+    `--store` never deletes someone else's data."""
     p = Path(path)
+    if (
+        p.exists()
+        and not force
+        and not (p.parent.name == DEFAULT_DIR and p.name == _FILE)
+        and not _is_car_store(p)
+    ):
+        raise StoreError(f"{p}: not a car store; not deleting it (pass --force to delete it anyway)")
     removed = []
     for f in (p, Path(f"{p}-wal"), Path(f"{p}-shm")):
         if f.exists():
