@@ -174,6 +174,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     for fmt, path in [(req.fmt, req.output), *req.reports]:
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             continue  # already streamed
+        if (
+            not batch
+            and fmt in (OutputFormat.table, OutputFormat.json)
+            and (not results or results[0].report is None)
+        ):
+            continue  # one trace and no report: the error line on stderr says it all
         if fmt is OutputFormat.table and path is None and not batch and _styled(results, out):
             continue
         text = render_output(fmt, results, batch=batch)
