@@ -169,7 +169,7 @@ def test_batch_backend_down_is_an_error_record(work: Path, capsys: pytest.Captur
         "--policy",
         "down.py@policy",
     ]
-    code, out, err = run(args, capsys)
+    code, out, _ = run(args, capsys)
     assert code == 3
     body = json.loads(out)
     assert body["version"] == "car.batch/v1" and body["counts"] == {"backend-error": 2}
@@ -442,3 +442,37 @@ def test_expand_paths(tmp_path: Path) -> None:
     assert expand_paths([f"{tmp_path}/a/*.json", str(tmp_path / "a" / "x.json")]) == [
         str(tmp_path / "a" / "x.json")
     ]
+
+
+def test_one_global_concurrency_limit_across_traces(work: Path) -> None:
+    (work / "gauge.py").write_text(
+        "import asyncio, sys, types\n"
+        "from car.sim import make\n"
+        "# the file is loaded once per trace: keep one gauge for all of them\n"
+        "STATE = sys.modules.setdefault('car_test_gauge', types.ModuleType('g')).__dict__\n"
+        "STATE.setdefault('now', 0)\n"
+        "STATE.setdefault('peak', 0)\n"
+        "class Gauge:\n"
+        "    spec = 'gauge'\n"
+        "    def __init__(self, inner):\n"
+        "        self.inner = inner\n"
+        "    async def act(self, decision, key):\n"
+        "        STATE['now'] += 1\n"
+        "        STATE['peak'] = max(STATE['peak'], STATE['now'])\n"
+        "        await asyncio.sleep(0.001)\n"
+        "        STATE['now'] -= 1\n"
+        "        return await self.inner.act(decision, key)\n"
+        "def policy(trace):\n"
+        "    name = trace.replay.policy.split(':', 1)[1]\n"
+        "    return Gauge(make('policy', name, trace, trace.replay.policy))\n"
+    )
+    import sys
+
+    opts = BatchOptions(policy="gauge.py@policy", samples=6, match_samples=2)
+    results = blame_many([TRACES], options=opts, concurrency=3, traces_at_once=5)
+    assert all(r.status == "ok" for r in results)
+    gauge = next(
+        m for name, m in sys.modules.items() if name.startswith("car_plugin_") and hasattr(m, "STATE")
+    )
+    # five traces at once, yet never more than 3 policy calls in flight: the limit is global
+    assert gauge.STATE["peak"] == 3
