@@ -31,8 +31,8 @@ __all__ = [
     "RECORD_VERSION",
     "BatchOptions",
     "BatchProgress",
-    "Estimate",
     "TraceResult",
+    "WorkEstimate",
     "blame_many",
     "blame_many_async",
     "estimate_trace",
@@ -186,7 +186,7 @@ class TraceResult:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class WorkEstimate:
     """What a batch will cost before it runs (upper bounds where rollouts may run long)."""
 
     traces: int
@@ -204,14 +204,14 @@ class Estimate:
         )
 
 
-def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> Estimate:
+def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
     decisions = trace.decision_steps
     factual = 1 if deterministic_scorer else options.samples
     rollouts = factual + len(decisions) * options.samples
     # Resampling from decision k re-decides k and every later decision.
     calls = sum(options.samples * (len(decisions) - i) for i in range(len(decisions)))
     draws = len(decisions) * options.match_samples
-    return Estimate(1, rollouts, draws, calls + draws)
+    return WorkEstimate(1, rollouts, draws, calls + draws)
 
 
 def result_key(report: Report) -> str:
@@ -315,7 +315,7 @@ class _Planned:
     path: str
     trace: Trace | None
     error: str | None
-    estimate: Estimate | None
+    estimate: WorkEstimate | None
 
 
 def plan_batch(
@@ -336,7 +336,7 @@ def plan_batch(
             continue
         if shard is not None and not in_shard(trace.id, shard):
             continue
-        est: Estimate | None = None
+        est: WorkEstimate | None = None
         try:
             comps = _resolve(trace, options.policy, options.env, options.scorer)
             est = estimate_trace(trace, options, comps.scorer.deterministic)
@@ -346,9 +346,9 @@ def plan_batch(
     return planned
 
 
-def total_estimate(planned: Sequence[_Planned]) -> Estimate:
+def total_estimate(planned: Sequence[_Planned]) -> WorkEstimate:
     ests = [p.estimate for p in planned if p.estimate is not None]
-    return Estimate(
+    return WorkEstimate(
         len(planned),
         sum(e.rollouts for e in ests),
         sum(e.match_draws for e in ests),

@@ -88,6 +88,6 @@ class Gates:
                     None,
                 )
                 if hit is not None:
-                    role = "the locus" if step == report.locus else "shares the credit"
+                    role = "is the locus" if step == report.locus else "shares the credit"
                     tripped.append(f"step {step} ({actor}) {role} (--fail-on-blame {hit})")
         return tripped
