@@ -17,9 +17,9 @@ from rich.console import Console
 
 from car.batch import BatchOptions, TraceResult, blame_many_async, plan_batch, total_estimate
 from car.errors import InputError
-from car.gates import EXIT_OK, final_exit_code
+from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code
 from car.outputs import OutputFormat, counts_line, jsonl_line, render_output
-from car.store import RolloutStore, StoreError, default_store_path
+from car.store import RolloutStore, default_store_path
 
 __all__ = ["BlameRequest", "open_store", "parse_prices", "parse_reports", "run_blame"]
 
@@ -87,12 +87,14 @@ def _is_batch(paths: Sequence[str]) -> bool:
     return len(paths) != 1 or Path(paths[0]).is_dir() or any(c in paths[0] for c in "*?[")
 
 
-def _write(path: Path, text: str, err: Console) -> None:
+def _write(path: Path, text: str) -> str | None:
+    """Write a report file; on failure say why (the caller prints the report instead)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise StoreError(f"{path}: cannot write the report ({exc.strerror})") from None
+        return f"{path}: cannot write the report ({exc.strerror}); printed it instead"
+    return None
 
 
 def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
@@ -171,6 +173,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if store is not None:
             store.close()
 
+    write_failed = False
     for fmt, path in [(req.fmt, req.output), *req.reports]:
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             continue  # already streamed
@@ -183,10 +186,13 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if fmt is OutputFormat.table and path is None and not batch and _styled(results, out):
             continue
         text = render_output(fmt, results, batch=batch)
-        if path is None:
-            out.write(text)
-        else:
-            _write(path, text, err)
+        problem = _write(path, text) if path is not None else None
+        if path is None or problem is not None:
+            out.write(text)  # nothing computed is lost, whatever happens to the file
+        if problem is not None:
+            print(f"car: error: {problem}", file=sys.stderr)
+            write_failed = True
+        elif path is not None:
             say(f"{fmt.value} report written to {path}")
     if len(results) < len(planned):
         say(f"stopped early (--fail-fast): {len(planned) - len(results)} traces not attributed")
@@ -198,7 +204,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         elif res.status == "gate" and not batch:
             for g in res.gates:
                 print(f"car: gate: {g}", file=sys.stderr)
-    return final_exit_code((r.exit_code for r in results), exit_zero=req.exit_zero)
+    codes = [r.exit_code for r in results] + ([EXIT_USAGE] if write_failed else [])
+    return final_exit_code(codes, exit_zero=req.exit_zero)
 
 
 def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:

@@ -476,3 +476,13 @@ def test_one_global_concurrency_limit_across_traces(work: Path) -> None:
     )
     # five traces at once, yet never more than 3 policy calls in flight: the limit is global
     assert gauge.STATE["peak"] == 3
+
+
+def test_unwritable_output_prints_the_report_instead(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "blocker").write_text("a file, not a directory")
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", "json", "-o", "blocker/r.json"], capsys)
+    assert code == 2
+    Report.model_validate_json(out)
+    assert "blocker/r.json: cannot write the report" in err and "printed it instead" in err
