@@ -31,6 +31,7 @@ __all__ = [
     "RECORD_VERSION",
     "BatchOptions",
     "BatchProgress",
+    "BudgetGuard",
     "TraceResult",
     "WorkEstimate",
     "blame_many",
@@ -204,6 +205,43 @@ class WorkEstimate:
         )
 
 
+@dataclass
+class BudgetGuard:
+    """The run-wide budget: a trace starts only if its estimate fits in what is left.
+
+    Estimates are reserved when a trace starts and settled at what its report says it used, so
+    traces running at the same time cannot together overshoot by more than the estimates' error.
+    """
+
+    max_rollouts: int | None = None
+    max_policy_calls: int | None = None
+    rollouts: int = 0
+    policy_calls: int = 0
+
+    def reserve(self, est: WorkEstimate | None) -> str | None:
+        """Reserve the trace's estimate; or the reason it does not fit (nothing reserved)."""
+        need_r = est.rollouts if est is not None else 0
+        need_c = est.policy_calls if est is not None else 0
+        if self.max_rollouts is not None and self.rollouts + need_r > self.max_rollouts:
+            left = max(0, self.max_rollouts - self.rollouts)
+            return f"skipped: needs {need_r} rollouts, {left} left of --max-rollouts {self.max_rollouts}"
+        if self.max_policy_calls is not None and self.policy_calls + need_c > self.max_policy_calls:
+            left = max(0, self.max_policy_calls - self.policy_calls)
+            return (
+                f"skipped: needs about {need_c} policy calls, {left} left of "
+                f"--max-policy-calls {self.max_policy_calls}"
+            )
+        self.rollouts += need_r
+        self.policy_calls += need_c
+        return None
+
+    def settle(self, est: WorkEstimate | None, report: Report | None) -> None:
+        if est is None or report is None:
+            return
+        self.rollouts += report.budget.rollouts - est.rollouts
+        self.policy_calls += report.budget.policy_calls - est.policy_calls
+
+
 def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
     decisions = trace.decision_steps
     factual = 1 if deterministic_scorer else options.samples
@@ -367,6 +405,7 @@ async def blame_many_async(
     shard: tuple[int, int] | None = None,
     fail_fast: bool = False,
     max_rollouts: int | None = None,
+    max_policy_calls: int | None = None,
     on_result: Callable[[TraceResult], None] | None = None,
     progress: BatchProgress | None = None,
     planned: Sequence[_Planned] | None = None,
@@ -379,7 +418,7 @@ async def blame_many_async(
     runner = Runner(store, concurrency)
     results: list[TraceResult | None] = [None] * len(work)
     gate = asyncio.Semaphore(max(1, traces_at_once))
-    reserved = 0
+    budget = BudgetGuard(max_rollouts, max_policy_calls)
     stop = asyncio.Event()
 
     def finish(i: int, result: TraceResult) -> None:
@@ -397,30 +436,18 @@ async def blame_many_async(
             stop.set()
 
     async def one(i: int, item: _Planned) -> None:
-        nonlocal reserved
         async with gate:
             if stop.is_set():
                 return
             if item.trace is None:
                 finish(i, TraceResult(item.path, None, "input-error", error=item.error))
                 return
-            need = item.estimate.rollouts if item.estimate is not None else 0
-            if max_rollouts is not None and reserved + need > max_rollouts:
-                finish(
-                    i,
-                    TraceResult(
-                        item.path,
-                        item.trace.id,
-                        "budget",
-                        error=f"skipped: needs {need} rollouts, {max(0, max_rollouts - reserved)} "
-                        f"left of --max-rollouts {max_rollouts}",
-                    ),
-                )
+            skip = budget.reserve(item.estimate)
+            if skip is not None:
+                finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
                 return
-            reserved += need
             result = await attribute_one(item.path, item.trace, opts, runner, progress)
-            if result.report is not None:  # settle the reservation at what was actually used
-                reserved += result.report.budget.rollouts - need
+            budget.settle(item.estimate, result.report)
             finish(i, result)
 
     tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(work)]
@@ -446,9 +473,9 @@ def blame_many(paths: Sequence[str | Path], **kwargs: Any) -> list[TraceResult]:
 
     Keyword arguments: `options` (`BatchOptions`: policy, env, scorer, samples, gates, ...), `store`
     (a `car.store.RolloutStore` makes the batch resumable), `concurrency` (rollouts in flight across
-    all traces), `traces_at_once`, `shard` ((K, N)), `fail_fast`, `max_rollouts`, `on_result` (called
-    with each `TraceResult` as it finishes) and `progress`. A trace that fails becomes an error result;
-    the batch goes on.
+    all traces), `traces_at_once`, `shard` ((K, N)), `fail_fast`, `max_rollouts`,
+    `max_policy_calls`, `on_result` (called with each `TraceResult` as it finishes) and `progress`.
+    A trace that fails becomes an error result; the batch goes on.
 
     >>> import car
     >>> results = car.blame_many(["traces/pivot.json"], options=car.BatchOptions(samples=8))

@@ -75,6 +75,7 @@ class BlameRequest:
     shard: tuple[int, int] | None = None
     fail_fast: bool = False
     max_rollouts: int | None = None
+    max_policy_calls: int | None = None
     dry_run: bool = False
     exit_zero: bool = False
     progress: bool = True
@@ -117,7 +118,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     if req.dry_run:
         out.write(estimate.line() + "\n")
         return EXIT_OK
-    if batch or req.max_rollouts is not None:
+    if batch or req.max_rollouts is not None or req.max_policy_calls is not None:
         say(estimate.line())
     if not planned:
         say("no trace in this shard")
@@ -158,6 +159,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             "concurrency": req.concurrency,
             "fail_fast": req.fail_fast,
             "max_rollouts": req.max_rollouts,
+            "max_policy_calls": req.max_policy_calls,
             "on_result": on_result,
             "progress": display,
             "planned": planned,

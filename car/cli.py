@@ -131,6 +131,9 @@ def blame(
     max_rollouts: Annotated[
         int | None, typer.Option(help="Rollouts allowed for the whole run (stored ones count).")
     ] = None,
+    max_policy_calls: Annotated[
+        int | None, typer.Option(help="Policy calls allowed for the whole run (estimated per trace).")
+    ] = None,
     price: Annotated[
         list[str] | None,
         typer.Option(help="COUNTER=USD per million tokens, for a cost figure.", show_default=False),
@@ -180,6 +183,7 @@ def blame(
         shard=parse_shard(shard) if shard else None,
         fail_fast=fail_fast,
         max_rollouts=max_rollouts,
+        max_policy_calls=max_policy_calls,
         dry_run=dry_run,
         exit_zero=exit_zero,
         progress=not no_progress,

@@ -185,6 +185,21 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
     code, out, _ = run(args, capsys)
     statuses = sorted(json.loads(line)["status"] for line in out.splitlines())
     assert statuses == ["budget", "ok"] and code == 1
+    # pivot's estimate: 4 * (3 + 2 + 1) resampling calls + 3 * 4 match draws = 36 policy calls
+    args = [
+        "blame",
+        PIVOT,
+        str(TRACES / "and.json"),
+        *FAST,
+        "--max-policy-calls",
+        "40",
+        "--format",
+        "jsonl",
+    ]
+    code, out, _ = run(args, capsys)
+    records = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["status"] for r in records) == ["budget", "ok"] and code == 1
+    assert any("--max-policy-calls 40" in (r["error"] or "") for r in records)
 
 
 def test_cost_from_usage_and_prices(work: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from car.batch import (
     BatchOptions,
     BatchProgress,
+    BudgetGuard,
     TraceResult,
     _Planned,
     attribute_one,
@@ -100,6 +101,7 @@ def run_ray(
     address: str | None = None,
     fail_fast: bool = False,
     max_rollouts: int | None = None,
+    max_policy_calls: int | None = None,
     on_result: Callable[[TraceResult], None] | None = None,
     progress: BatchProgress | None = None,
 ) -> list[TraceResult]:
@@ -121,7 +123,7 @@ def run_ray(
         task = ray.remote(_attribute_task)
         results: list[TraceResult | None] = [None] * len(planned)
         refs: dict[Any, int] = {}
-        reserved = 0
+        budget = BudgetGuard(max_rollouts, max_policy_calls)
 
         def finish(i: int, result: TraceResult) -> None:
             results[i] = result
@@ -139,20 +141,11 @@ def run_ray(
             if item.trace is None:
                 finish(i, TraceResult(item.path, None, "input-error", error=item.error))
                 continue
-            need = item.estimate.rollouts if item.estimate is not None else 0
-            if max_rollouts is not None and reserved + need > max_rollouts:
-                finish(
-                    i,
-                    TraceResult(
-                        item.path,
-                        item.trace.id,
-                        "budget",
-                        error=f"skipped: needs {need} rollouts, {max(0, max_rollouts - reserved)} "
-                        f"left of --max-rollouts {max_rollouts}",
-                    ),
-                )
+            skip = budget.reserve(item.estimate)
+            if skip is not None:
+                finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
                 continue
-            reserved += need
+            need = item.estimate.rollouts if item.estimate is not None else 0
             rows = store.rows_for(item.trace.content_hash()) if isinstance(store, RolloutStore) else {}
             if progress is not None:
                 progress.trace_started(item.path, need)
