@@ -154,11 +154,25 @@ def run_ray(
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            result, added = ray.get(done[0])
+            i = refs[done[0]]
+            try:
+                result, added = ray.get(done[0])
+            except Exception as exc:  # a worker or node died: this trace fails, the batch goes on
+                item = planned[i]
+                message = " ".join(str(exc).split())[:500]
+                result, added = (
+                    TraceResult(
+                        item.path,
+                        item.trace.id if item.trace is not None else None,
+                        "backend-error",
+                        error=f"Ray task failed: {type(exc).__name__}: {message}",
+                    ),
+                    [],
+                )
             if store is not None:
                 for ns, key, trace_hash, kind, payload in added:
                     store.put(ns, key, trace_hash, kind, payload)
-            finish(refs[done[0]], result)
+            finish(i, result)
             if fail_fast and result.status != "ok":
                 for ref in pending:
                     ray.cancel(ref)
