@@ -200,13 +200,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         say(f"stopped early (--fail-fast): {len(planned) - len(results)} traces not attributed")
     if batch and not req.quiet and (req.fmt is not OutputFormat.table or req.output is not None):
         # stdout holds a machine format (or nothing): the summary table goes to stderr for people
-        from car.outputs import render_output as _render
         from car.outputs import summary_table
 
         if err.is_terminal:
             err.print(summary_table(results))
         else:
-            sys.stderr.write(_render(OutputFormat.table, results, batch=True))
+            sys.stderr.write(render_output(OutputFormat.table, results, batch=True))
     if batch:
         say(counts_line(results))
     for res in results:
