@@ -297,7 +297,12 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
     try:
-        app(args=args, prog_name="car", standalone_mode=False)
+        rv = app(args=args, prog_name="car", standalone_mode=False)
+        # Typer turns Ctrl-C into an exit code it returns rather than raises (standalone off).
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
+            if rv == 130:
+                print("car: interrupted", file=sys.stderr)
+            raise SystemExit(rv)
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
 import subprocess
@@ -259,65 +258,78 @@ def _records(path: Path) -> dict[str, dict[str, object]]:
     return out
 
 
-def test_kill_9_mid_batch_then_resume_is_identical_with_no_duplicates(tmp_path: Path) -> None:
-    (tmp_path / "slow.py").write_text(SLOW_POLICY)
-    args = [
-        "blame",
-        str(TRACES),
-        "--policy",
-        "slow.py@policy",
-        "--samples",
-        "12",
-        "--match-samples",
-        "4",
-        "--concurrency",
-        "2",
-        "--format",
-        "jsonl",
-        "--no-progress",
-    ]
-    ref = _car(*args, "--store", "ref.sqlite", "-o", "ref.jsonl", cwd=tmp_path)
-    assert ref.wait(timeout=300) == 0
+ARGS = [
+    "blame",
+    str(TRACES),
+    "--policy",
+    "slow.py@policy",
+    "--samples",
+    "12",
+    "--match-samples",
+    "4",
+    "--concurrency",
+    "2",
+    "--format",
+    "jsonl",
+    "--no-progress",
+]
 
-    victim = _car(*args, "--store", "run.sqlite", "-o", "run.jsonl", cwd=tmp_path)
-    store_file = tmp_path / "run.sqlite"
-    with RolloutStore(tmp_path / "ref.sqlite") as ref_store:
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run of the batch: its records and its store."""
+    d = tmp_path_factory.mktemp("reference")
+    (d / "slow.py").write_text(SLOW_POLICY)
+    ref = _car(*ARGS, "--store", "ref.sqlite", "-o", "ref.jsonl", cwd=d)
+    assert ref.wait(timeout=300) == 0
+    return d
+
+
+@pytest.mark.parametrize(
+    ("how", "expected_rc"), [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)]
+)
+def test_interrupt_mid_batch_then_resume_is_identical_with_no_duplicates(
+    tmp_path: Path, reference: Path, how: signal.Signals, expected_rc: int
+) -> None:
+    (tmp_path / "slow.py").write_text(SLOW_POLICY)
+    with RolloutStore(reference / "ref.sqlite") as ref_store:
         total_runs = ref_store.count(kind="run")
         total_rows = ref_store.count()
+
+    victim = _car(*ARGS, "--store", "run.sqlite", "-o", "run.jsonl", cwd=tmp_path)
+    store_file = tmp_path / "run.sqlite"
     deadline = time.monotonic() + 120
-    at_kill = 0
     while time.monotonic() < deadline:  # wait until a real part of the work is stored
         if store_file.exists():
             try:
                 db = sqlite3.connect(f"file:{store_file}?mode=ro", uri=True)
-                at_kill = db.execute("SELECT COUNT(*) FROM rollouts WHERE kind='run'").fetchone()[0]
+                at = db.execute("SELECT COUNT(*) FROM rollouts WHERE kind='run'").fetchone()[0]
                 db.close()
             except sqlite3.Error:
-                at_kill = 0
-            if at_kill >= total_runs // 3:
+                at = 0
+            if at >= total_runs // 3:
                 break
         time.sleep(0.02)
-    os.kill(victim.pid, signal.SIGKILL)
-    victim.wait()
-    assert victim.returncode == -signal.SIGKILL
+    victim.send_signal(how)
+    assert victim.wait(timeout=60) == expected_rc
     with RolloutStore(store_file) as s:
         runs_at_kill = s.count(kind="run")
-    assert 0 < runs_at_kill < total_runs  # killed in the middle
+    assert 0 < runs_at_kill < total_runs  # interrupted in the middle
 
     streamed = _records(tmp_path / "run.jsonl") if (tmp_path / "run.jsonl").exists() else {}
-    resumed = _car(*args, "--store", "run.sqlite", "-o", "run2.jsonl", cwd=tmp_path)
+    resumed = _car(*ARGS, "--store", "run.sqlite", "-o", "run2.jsonl", cwd=tmp_path)
     assert resumed.wait(timeout=300) == 0
     final = _records(tmp_path / "run2.jsonl")
-    reference = _records(tmp_path / "ref.jsonl")
-    assert set(final) == set(reference)
+    expected = _records(reference / "ref.jsonl")
+    assert set(final) == set(expected)
     for tid, rec in final.items():
-        assert rec["report"] == reference[tid]["report"], tid
-    for tid, rec in streamed.items():  # what finished before the kill was already written out
-        assert rec["report"] == reference[tid]["report"]
+        assert rec["report"] == expected[tid]["report"], tid
+    for tid, rec in streamed.items():  # what finished before the interruption was already written
+        assert rec["report"] == expected[tid]["report"]
     with RolloutStore(store_file) as s:
         assert s.count(kind="run") == total_runs  # no rollout stored twice, none missing
         assert s.count() == total_rows
     fresh = sum(r["rollouts"]["fresh"] for r in final.values())  # type: ignore[index]
     stored = sum(r["rollouts"]["stored"] for r in final.values())  # type: ignore[index]
-    assert stored == runs_at_kill  # every rollout done before the kill was reused...
+    assert stored == runs_at_kill  # every rollout done before the interruption was reused...
     assert fresh == total_runs - runs_at_kill  # ...and only the missing ones were computed
