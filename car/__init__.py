@@ -10,6 +10,7 @@ attribution entry point) and you have the whole idea.
 
 from __future__ import annotations
 
+from car.batch import BatchOptions, TraceResult, blame_many, blame_many_async
 from car.blame import blame, blame_async
 from car.errors import BackendError, BudgetError, CarError, InputError, SpecError
 from car.protocols import Decision, Environment, EnvStep, Policy, Scorer, Trajectory, Turn
@@ -24,6 +25,7 @@ __all__ = [
     "Action",
     "Actor",
     "BackendError",
+    "BatchOptions",
     "BudgetError",
     "CarError",
     "Decision",
@@ -42,10 +44,13 @@ __all__ = [
     "Step",
     "ToolCall",
     "Trace",
+    "TraceResult",
     "Trajectory",
     "Turn",
     "__version__",
     "blame",
     "blame_async",
+    "blame_many",
+    "blame_many_async",
     "load_trace",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from car.report import Budget, Estimate, Report, Specs, StepReport
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import clopper_pearson
 from car.trace import Action, Trace, load_trace
+
+if TYPE_CHECKING:
+    from car.runner import Runner
 
 __all__ = ["Progress", "blame", "blame_async"]
 
@@ -114,8 +117,13 @@ async def blame_async(
     min_effect: float = 0.1,
     max_error_rate: float = 0.5,
     progress: Progress | None = None,
+    runner: Runner | None = None,
 ) -> Report:
-    """Attribute the failure of `trace` to its steps. See `blame` for the arguments."""
+    """Attribute the failure of `trace` to its steps. See `blame` for the arguments.
+
+    `runner` (a `car.runner.Runner`) puts the resumable store and a global concurrency limit in
+    front of every rollout; batch attribution (`car.batch`) passes one shared by all traces.
+    """
     _validate_options(samples, match_samples, concurrency, level, min_effect)
     path = None
     if not isinstance(trace, Trace):
@@ -129,6 +137,8 @@ async def blame_async(
         )
     comps = _resolve(trace, policy, env, scorer)
     replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=seed)
+    if runner is not None:
+        replay = runner.bind(replay)
 
     m = len(decisions)
     factual_reps = 1 if comps.scorer.deterministic else samples

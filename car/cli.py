@@ -1,11 +1,11 @@
 """The `car` command line. stdout carries the report only; progress and errors go to stderr.
 
-Exit codes: 0 done; 2 usage or input error; 3 backend failure (the report is still written).
+Exit codes: 0 done; 1 a gate the user asked for tripped; 2 usage or input error; 3 backend failure
+(the report is still written). See `car.gates`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -15,10 +15,9 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from car.errors import CarError
-from car.report import Report
+from car.outputs import OutputFormat
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -36,10 +35,7 @@ app = typer.Typer(
 )
 
 
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    html = "html"
+Format = OutputFormat  # table, json, jsonl, markdown, github, junit, html
 
 
 class SchemaName(StrEnum):
@@ -81,7 +77,10 @@ def _root(
 
 @app.command()
 def blame(
-    trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
+    traces: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files, directories of traces, or globs.", show_default=False),
+    ],
     policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
     env: Annotated[
         str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
@@ -90,71 +89,106 @@ def blame(
     samples: Annotated[int, typer.Option(help="Rollouts per decision step.")] = 32,
     match_samples: Annotated[int, typer.Option(help="Draws per step for the action-match rate.")] = 8,
     seed: Annotated[int, typer.Option(help="Keys all randomness: same seed, same report.")] = 0,
-    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once, across all traces.")] = 8,
     level: Annotated[float, typer.Option(help="Two-sided interval level.")] = 0.95,
     min_effect: Annotated[float, typer.Option(help="Smallest rescue effect that counts.")] = 0.1,
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
+    report: Annotated[
+        list[str] | None,
+        typer.Option("--report", help="Also write FORMAT=PATH (repeatable).", show_default=False),
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="Rollout store file (default .car/store.sqlite).")
+    ] = None,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", help="Neither read nor write a store.")
+    ] = False,
+    min_match_rate: Annotated[
+        float | None, typer.Option(help="Gate: exit 1 if the action-match rate is below this.")
+    ] = None,
+    fail_on_abstain: Annotated[
+        bool, typer.Option("--fail-on-abstain", help="Gate: exit 1 if no step can be named.")
+    ] = False,
+    fail_on_blame: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Gate: exit 1 if this actor, step index or 'any' is blamed (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 on gates (1) and backend failures (3).")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Stop at the first failing trace.")
+    ] = False,
+    max_rollouts: Annotated[
+        int | None, typer.Option(help="Rollouts allowed for the whole run (stored ones count).")
+    ] = None,
+    max_policy_calls: Annotated[
+        int | None, typer.Option(help="Policy calls allowed for the whole run (estimated per trace).")
+    ] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(help="COUNTER=USD per million tokens, for a cost figure.", show_default=False),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the estimate only.")] = False,
+    shard: Annotated[str | None, typer.Option(help="Attribute only shard K/N of the traces.")] = None,
+    executor: Annotated[
+        str, typer.Option(help="local, or ray (pip install 'car-blame[ray]').")
+    ] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: local).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress display.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
-    """Rank the steps of a failed run by how much re-deciding them avoids the failure."""
+    """Rank the steps of failed runs by how much re-deciding them avoids the failure.
+
+    Exit codes: 0 done; 1 a gate tripped; 2 usage or input error; 3 backend failure.
+    """
     global _DEBUG
     _DEBUG = debug
-    from car.blame import blame_async
+    from car.batch import BatchOptions, parse_shard
+    from car.ci import BlameRequest, parse_prices, parse_reports, run_blame
+    from car.gates import Gates
 
     _check_html_destination(fmt, output)
-    err = _stderr()
-    bar = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
+    request = BlameRequest(
+        paths=[str(t) for t in traces],
+        options=BatchOptions(
+            policy=policy,
+            env=env,
+            scorer=scorer,
+            samples=samples,
+            match_samples=match_samples,
+            seed=seed,
+            level=level,
+            min_effect=min_effect,
+            gates=Gates(min_match_rate, fail_on_abstain, tuple(fail_on_blame or ())),
+            prices=parse_prices(price or []),
+            debug=debug,
+        ),
+        fmt=fmt,
+        output=output,
+        reports=parse_reports(report or []),
+        store_path=store,
+        no_store=no_store,
+        concurrency=concurrency,
+        shard=parse_shard(shard) if shard else None,
+        fail_fast=fail_fast,
+        max_rollouts=max_rollouts,
+        max_policy_calls=max_policy_calls,
+        dry_run=dry_run,
+        exit_zero=exit_zero,
+        progress=not no_progress,
+        quiet=quiet,
+        executor=executor,
+        address=address,
     )
-    task_id = bar.add_task("replaying", total=None)
-
-    def progress(phase: str, done: int, total: int) -> None:
-        bar.update(task_id, completed=done, total=total)
-
-    import asyncio
-
-    with bar:
-        report = asyncio.run(
-            blame_async(
-                trace,
-                policy=policy,
-                env=env,
-                scorer=scorer,
-                samples=samples,
-                match_samples=match_samples,
-                seed=seed,
-                concurrency=concurrency,
-                level=level,
-                min_effect=min_effect,
-                progress=progress,
-            )
-        )
-    text = _render(report, fmt, to_file=output is not None, trace_path=trace)
-    if output is not None:
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            sys.stdout.write(text)
-            raise CarError(
-                f"{output}: cannot write the report ({exc.strerror}); printed it instead"
-            ) from None
-        err.print(f"report written to {output}", highlight=False)
-    elif text:
-        sys.stdout.write(text)
-    if report.status == "backend-errors":
-        print(
-            f"car: error: too many rollouts errored ({report.budget.errored} of "
-            f"{report.budget.rollouts}); first: {report.first_error}",
-            file=sys.stderr,
-        )
-        raise SystemExit(3)
+    code = run_blame(request)
+    if code:
+        raise SystemExit(code)
 
 
 @app.command()
@@ -184,10 +218,64 @@ def schema(
     print(json.dumps(model.model_json_schema(), indent=2))
 
 
+cache_app = typer.Typer(help="Inspect or clear the rollout store.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+_STORE_OPTION = typer.Option("--store", help="Store file (default .car/store.sqlite).")
+
+
+@cache_app.command("info")
+def cache_info(store: Annotated[Path | None, _STORE_OPTION] = None) -> None:
+    """Show what the store holds."""
+    from car.store import RolloutStore, default_store_path
+
+    path = store or default_store_path()
+    with RolloutStore(path, create=False) as st:
+        info = st.info()
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(info.by_kind.items())) or "none"
+    print(
+        f"{info.path}: {info.rollouts} stored rollouts and draws ({kinds}) over {info.traces} "
+        f"traces; {info.results} reports; {info.bytes / 1e6:.1f} MB"
+    )
+
+
+@cache_app.command("clear")
+def cache_clear(
+    store: Annotated[Path | None, _STORE_OPTION] = None,
+    force: Annotated[bool, typer.Option("--force", help="Delete even a file car did not make.")] = False,
+) -> None:
+    """Delete the store (every stored rollout and report)."""
+    from car.store import clear_store, default_store_path
+
+    path = store or default_store_path()
+    removed = clear_store(path, force=force)
+    print(f"{path}: removed" if removed else f"{path}: nothing to remove")
+
+
+@app.command()
+def merge(
+    into: Annotated[Path, typer.Argument(help="The store to merge into (created if missing).")],
+    sources: Annotated[list[Path], typer.Argument(help="Shard stores to merge in.")],
+) -> None:
+    """Combine shard stores (from `car blame --shard K/N`) into one."""
+    from car.store import RolloutStore
+
+    with RolloutStore(into) as target:
+        for src in sources:
+            added, present = target.merge_from(src)
+            print(f"{src}: {added} rollouts added, {present} already present", file=sys.stderr)
+        info = target.info()
+    print(f"{into}: {info.rollouts} stored rollouts over {info.traces} traces; {info.results} reports")
+
+
 @app.command("report")
 def report_cmd(
-    result: Annotated[
-        Path, typer.Argument(help="A saved report (car.report/v1 JSON).", show_default=False)
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="A saved report (car.report/v1 JSON), a store file, or a JSONL of batch records.",
+            show_default=False,
+        ),
     ],
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
@@ -197,27 +285,23 @@ def report_cmd(
     ] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
-    """Re-render a saved report as a table, JSON or HTML, without new model calls."""
+    """Re-render saved results in any format, without new model calls."""
     global _DEBUG
     _DEBUG = debug
-    from car.report import load_report
+    from car.ci import rerender
 
     _check_html_destination(fmt, output)
-    saved = load_report(result)
-    trace_path: Path | None = None
-    note: str | None = None
-    if fmt is Format.html:
-        trace_path, note = _locate_trace(saved, result, trace)
-        if note:
-            print(f"car: note: {note}; rendering without the timeline", file=sys.stderr)
-    text = _render(saved, fmt, to_file=output is not None, trace_path=trace_path, missing=note)
+    text = rerender(source, fmt, trace=trace)
     if output is None:
         sys.stdout.write(text)
         return
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise CarError(f"{output}: cannot write the report ({exc.strerror})") from None
+        sys.stdout.write(text)
+        raise CarError(
+            f"{output}: cannot write the report ({exc.strerror}); printed it instead"
+        ) from None
     _stderr().print(f"report written to {output}", highlight=False)
 
 
@@ -227,78 +311,18 @@ def _check_html_destination(fmt: Format, output: Path | None) -> None:
         raise CarError("--format html needs -o FILE (or redirect stdout to a file)")
 
 
-def _locate_trace(report: Report, result: Path, given: Path | None) -> tuple[Path | None, str | None]:
-    """The trace for the timeline: --trace (must be valid), else the report's trace_path if readable.
-
-    The recorded path is tried as given and then beside the report file. Returns (path, None) or
-    (None, why it is missing).
-    """
-    from car.trace import load_trace
-
-    if given is not None:
-        t = load_trace(given)  # named explicitly: a bad file is an input error, not a silent omission
-        if t.content_hash() != report.trace_hash:
-            raise CarError(
-                f"{given}: this trace is not the one the report was computed from (hash differs)"
-            )
-        return given, None
-    if not report.trace_path:
-        return None, "the report records no trace path (pass --trace)"
-    candidates = [Path(report.trace_path), result.parent / report.trace_path]
-    for candidate in candidates:
-        if candidate.is_file():
-            try:
-                t = load_trace(candidate)
-            except CarError as exc:
-                return None, f"the recorded trace is not readable ({exc})"
-            if t.content_hash() != report.trace_hash:
-                return None, f"{candidate} has changed since the report was computed (hash differs)"
-            return candidate, None
-    return None, f"the recorded trace {report.trace_path} was not found (pass --trace)"
-
-
-def _render(
-    report: Report,
-    fmt: Format,
-    *,
-    to_file: bool,
-    trace_path: Path | None = None,
-    missing: str | None = None,
-) -> str:
-    if fmt is Format.json:
-        from car.render import render_json
-
-        return render_json(report)
-    if fmt is Format.html:
-        from car.html import render_html
-        from car.trace import load_trace
-
-        return render_html(report, load_trace(trace_path) if trace_path else None, trace_missing=missing)
-    return _table_text(report, to_file=to_file)
-
-
-def _table_text(report: Report, *, to_file: bool) -> str:
-    """Render the table; printed directly to a terminal, else returned as plain text."""
-    from car.render import render_table
-
-    stdout = Console()
-    if stdout.is_terminal and not to_file:
-        render_table(report, stdout)
-        return ""
-    # Not a terminal: a fixed, roomy width and no styling, so files and pipes read well.
-    plain = Console(record=True, width=120, file=io.StringIO(), no_color=True)
-    render_table(report, plain)
-    text = plain.export_text(styles=False)
-    return text if text.endswith("\n") else text + "\n"
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors with exit codes, tracebacks only with --debug."""
     global _DEBUG
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
     try:
-        app(args=args, prog_name="car", standalone_mode=False)
+        rv = app(args=args, prog_name="car", standalone_mode=False)
+        # Typer turns Ctrl-C into an exit code it returns rather than raises (standalone off).
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
+            if rv == 130:
+                print("car: interrupted", file=sys.stderr)
+            raise SystemExit(rv)
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

@@ -11,10 +11,13 @@ report passes through `esc`.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from car.charts import esc, rescue_curve_svg, shapley_svg
+from car.errors import CarError, InputError
 from car.report import Estimate, Report, StepReport
 from car.trace import Action, Message, Step, Trace
 
@@ -584,3 +587,45 @@ def render_html(report: Report, trace: Trace | None = None, *, trace_missing: st
         "</main></body></html>",
     ]
     return "\n".join(p for p in parts if p) + "\n"
+
+
+def locate_trace(
+    report: Report, *, near: Path | None = None, given: Path | None = None
+) -> tuple[Trace | None, str | None]:
+    """The trace for the timeline: `given` (must be valid), else the report's `trace_path`.
+
+    The recorded path is tried as written, then relative to `near` (the folder of a saved report).
+    Returns (trace, None), or (None, why it is missing) so the page can say so.
+    """
+    from car.trace import load_trace
+
+    if given is not None:
+        trace = load_trace(given)  # named explicitly: a bad file is an input error, not an omission
+        if trace.content_hash() != report.trace_hash:
+            raise InputError(
+                f"{given}: this trace is not the one the report was computed from (hash differs)"
+            )
+        return trace, None
+    if not report.trace_path:
+        return None, "the report records no trace path (pass --trace)"
+    candidates = [Path(report.trace_path)]
+    if near is not None:
+        candidates.append(near / report.trace_path)
+    for candidate in candidates:
+        if candidate.is_file():
+            try:
+                trace = load_trace(candidate)
+            except CarError as exc:
+                return None, f"the recorded trace is not readable ({exc})"
+            if trace.content_hash() != report.trace_hash:
+                return None, f"{candidate} has changed since the report was computed (hash differs)"
+            return trace, None
+    return None, f"the recorded trace {report.trace_path} was not found (pass --trace)"
+
+
+def html_page(report: Report, *, near: Path | None = None, given: Path | None = None) -> str:
+    """The HTML page of a report, with the trace's timeline when the trace can be found."""
+    trace, missing = locate_trace(report, near=near, given=given)
+    if missing:
+        print(f"car: note: {missing}; rendering without the timeline", file=sys.stderr)
+    return render_html(report, trace, trace_missing=missing)

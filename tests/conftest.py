@@ -11,6 +11,13 @@ TRACES = ROOT / "traces"
 SHARED = ROOT.parent / "shared"
 
 
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """car keeps its rollout store under ./.car: give every test its own working directory, so no
+    test reads another's stored rollouts and nothing is written into the repository."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 @dataclass
 class Result:
     code: int

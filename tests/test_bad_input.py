@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TRACES
+from tests.conftest import ROOT, TRACES
 
 GOOD: dict[str, Any] = json.loads((TRACES / "support-refund.json").read_text())
 
@@ -153,9 +153,9 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
         ("--env", "recordd", "did you mean 'recorded'"),
         ("--scorer", "tool-caled:issue_refund", "did you mean"),
         ("--scorer", "regex:(", "invalid pattern"),
-        ("--scorer", "scorers/refund.py@refund_outside", "did you mean 'refund_outside_window'"),
+        ("--scorer", f"{ROOT}/scorers/refund.py@refund_outside", "did you mean 'refund_outside_window'"),
         ("--scorer", "scorers/nope.py@x", "no such file"),
-        ("--scorer", "scorers/refund.py@1x", "is not a Python name"),
+        ("--scorer", f"{ROOT}/scorers/refund.py@1x", "is not a Python name"),
         ("--samples", "0", "--samples must be at least 1"),
         ("--level", "1.5", "--level must be in"),
         ("--min-effect", "-0.1", "--min-effect must be in"),

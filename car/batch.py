@@ -1,0 +1,487 @@
+"""Batch attribution: many traces, one global concurrency limit, one record per trace, nothing lost.
+
+    results = car.blame_many(["runs/"], on_result=print, samples=16)
+
+Each trace becomes a `TraceResult`: its report, or the one-line error that stopped it (a bad file is
+an input error, a backend that is down a backend error), plus the gates it tripped and its exit code.
+A failing trace never stops the batch unless `fail_fast` is set. Every rollout goes through one
+`car.runner.Runner`, so the store makes an interrupted batch resumable and the concurrency limit is
+shared by all traces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from car.errors import BackendError, CarError, InputError
+from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
+from car.report import Report
+from car.runner import Runner, usage_of
+from car.store import RolloutCache, RolloutStore
+from car.trace import Trace
+
+__all__ = [
+    "RECORD_VERSION",
+    "BatchOptions",
+    "BatchProgress",
+    "BudgetGuard",
+    "TraceResult",
+    "WorkEstimate",
+    "blame_many",
+    "blame_many_async",
+    "estimate_trace",
+    "expand_paths",
+    "in_shard",
+    "load_any_trace",
+    "parse_shard",
+    "result_key",
+]
+
+RECORD_VERSION = "car.record/v1"
+TRACE_SUFFIXES = (".json", ".jsonl", ".eval")
+Status = Literal["ok", "gate", "input-error", "backend-error", "budget"]
+_EXIT = {"ok": EXIT_OK, "gate": EXIT_GATE, "input-error": EXIT_USAGE, "backend-error": EXIT_BACKEND}
+_EXIT["budget"] = EXIT_GATE
+
+
+# -- inputs -------------------------------------------------------------------------------------
+def expand_paths(items: Sequence[str | Path]) -> list[str]:
+    """Files named directly, every trace file under a directory (hidden ones skipped), and glob
+    matches, in a stable order without duplicates. A directory or glob that matches nothing is an
+    input error; a missing plain file is kept, so it becomes that trace's error record."""
+    out: list[str] = []
+    for item in items:
+        text = str(item)
+        p = Path(text)
+        if p.is_dir():
+            found = sorted(
+                str(f)
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.suffix in TRACE_SUFFIXES
+                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
+            if not found:
+                raise InputError(
+                    f"{text}: no trace files ({', '.join(TRACE_SUFFIXES)}) in this directory"
+                )
+            out += found
+        elif any(ch in text for ch in "*?[") and not p.exists():
+            found = sorted(f for f in glob.glob(text, recursive=True) if Path(f).is_file())
+            if not found:
+                raise InputError(f"{text}: the pattern matches no file")
+            out += found
+        else:
+            out.append(text)
+    return list(dict.fromkeys(out))
+
+
+def load_any_trace(path: str) -> Trace:
+    """Load a trace with the richest loader installed (foreign formats when importers exist)."""
+    try:
+        from car import importers  # type: ignore[attr-defined,unused-ignore]
+
+        loader: Callable[[str], Trace] = importers.load_any
+    except (ImportError, AttributeError):
+        from car.trace import load_trace as loader
+    return loader(path)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`K/N` with 1 <= K <= N (CI matrices number their jobs; pass 1-based K)."""
+    try:
+        k_text, n_text = text.split("/")
+        k, n = int(k_text), int(n_text)
+    except ValueError:
+        raise InputError(f"--shard: expected K/N such as 1/4, got {text!r}") from None
+    if not (n >= 1 and 1 <= k <= n):
+        raise InputError(f"--shard {text}: K must be between 1 and N")
+    return k, n
+
+
+def in_shard(trace_id: str, shard: tuple[int, int]) -> bool:
+    """Whether a trace belongs to shard K of N: a stable hash of its id (the same on every machine
+    and Python version, unlike `hash`)."""
+    k, n = shard
+    digest = int.from_bytes(hashlib.sha256(trace_id.encode()).digest()[:8], "big")
+    return digest % n == k - 1
+
+
+# -- options and results ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatchOptions:
+    """What `blame` needs for every trace of a batch (picklable: the Ray executor ships it)."""
+
+    policy: Any = None
+    env: Any = None
+    scorer: Any = None
+    samples: int = 32
+    match_samples: int = 8
+    seed: int = 0
+    level: float = 0.95
+    min_effect: float = 0.1
+    max_error_rate: float = 0.5
+    gates: Gates = field(default_factory=Gates)
+    prices: Mapping[str, float] = field(default_factory=dict)  # USD per million of each usage counter
+    debug: bool = False
+
+    def blame_kwargs(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "env": self.env,
+            "scorer": self.scorer,
+            "samples": self.samples,
+            "match_samples": self.match_samples,
+            "seed": self.seed,
+            "level": self.level,
+            "min_effect": self.min_effect,
+            "max_error_rate": self.max_error_rate,
+        }
+
+
+@dataclass
+class TraceResult:
+    """The outcome of one trace of a batch: a report, or the error that stopped it."""
+
+    path: str
+    trace_id: str | None
+    status: Status
+    report: Report | None = None
+    error: str | None = None
+    gates: list[str] = field(default_factory=list)
+    fresh_rollouts: int = 0
+    stored_rollouts: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT[self.status]
+
+    @property
+    def label(self) -> str:
+        return self.path or self.trace_id or "?"
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSONL record (`car.record/v1`)."""
+        return {
+            "version": RECORD_VERSION,
+            "trace": self.path,
+            "trace_id": self.trace_id,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "gates": self.gates,
+            "rollouts": {"fresh": self.fresh_rollouts, "stored": self.stored_rollouts},
+            "usage": self.usage,
+            "cost_usd": self.cost,
+            "report": self.report.model_dump(mode="json") if self.report is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """What a batch will cost before it runs (upper bounds where rollouts may run long)."""
+
+    traces: int
+    rollouts: int
+    match_draws: int
+    policy_calls: int  # if rollouts follow the recorded length
+    unreadable: int = 0
+
+    def line(self) -> str:
+        bad = f" ({self.unreadable} unreadable)" if self.unreadable else ""
+        return (
+            f"estimate: {self.traces} trace{'s' if self.traces != 1 else ''}{bad}, "
+            f"{self.rollouts} rollouts, {self.match_draws} match draws, "
+            f"~{self.policy_calls} policy calls (at the recorded lengths; stored rollouts are free)"
+        )
+
+
+@dataclass
+class BudgetGuard:
+    """The run-wide budget: a trace starts only if its estimate fits in what is left.
+
+    Estimates are reserved when a trace starts and settled at what its report says it used, so
+    traces running at the same time cannot together overshoot by more than the estimates' error.
+    """
+
+    max_rollouts: int | None = None
+    max_policy_calls: int | None = None
+    rollouts: int = 0
+    policy_calls: int = 0
+
+    def reserve(self, est: WorkEstimate | None) -> str | None:
+        """Reserve the trace's estimate; or the reason it does not fit (nothing reserved)."""
+        need_r = est.rollouts if est is not None else 0
+        need_c = est.policy_calls if est is not None else 0
+        if self.max_rollouts is not None and self.rollouts + need_r > self.max_rollouts:
+            left = max(0, self.max_rollouts - self.rollouts)
+            return f"skipped: needs {need_r} rollouts, {left} left of --max-rollouts {self.max_rollouts}"
+        if self.max_policy_calls is not None and self.policy_calls + need_c > self.max_policy_calls:
+            left = max(0, self.max_policy_calls - self.policy_calls)
+            return (
+                f"skipped: needs about {need_c} policy calls, {left} left of "
+                f"--max-policy-calls {self.max_policy_calls}"
+            )
+        self.rollouts += need_r
+        self.policy_calls += need_c
+        return None
+
+    def settle(self, est: WorkEstimate | None, report: Report | None) -> None:
+        if est is None or report is None:
+            return
+        self.rollouts += report.budget.rollouts - est.rollouts
+        self.policy_calls += report.budget.policy_calls - est.policy_calls
+
+
+def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
+    decisions = trace.decision_steps
+    factual = 1 if deterministic_scorer else options.samples
+    rollouts = factual + len(decisions) * options.samples
+    # Resampling from decision k re-decides k and every later decision.
+    calls = sum(options.samples * (len(decisions) - i) for i in range(len(decisions)))
+    draws = len(decisions) * options.match_samples
+    return WorkEstimate(1, rollouts, draws, calls + draws)
+
+
+def result_key(report: Report) -> str:
+    """Identifies a stored report: same trace, components and options, same key."""
+    body = [
+        report.trace_hash,
+        report.specs.model_dump(),
+        report.seed,
+        report.samples,
+        report.match_samples,
+        report.level,
+        report.min_effect,
+        report.method,
+    ]
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class BatchProgress(Protocol):
+    """What a batch tells its progress display (all calls on the event loop's thread)."""
+
+    def trace_started(self, label: str, total: int) -> None: ...
+
+    def trace_advanced(self, label: str, done: int, total: int) -> None: ...
+
+    def trace_finished(self, result: TraceResult) -> None: ...
+
+
+# -- one trace ------------------------------------------------------------------------------------
+async def attribute_one(
+    path: str,
+    trace: Trace,
+    options: BatchOptions,
+    runner: Runner,
+    progress: BatchProgress | None = None,
+) -> TraceResult:
+    """Attribute one loaded trace; every failure becomes the result's status, never an exception."""
+    from car.blame import _resolve, blame_async
+
+    label = path or trace.id
+    runner = runner.child()
+    policy_obj: object = None
+    try:
+        comps = _resolve(trace, options.policy, options.env, options.scorer)
+        policy_obj = comps.policy
+        if progress is not None:
+            progress.trace_started(
+                label, estimate_trace(trace, options, comps.scorer.deterministic).rollouts
+            )
+
+        def tick(phase: str, done: int, total: int) -> None:
+            if progress is not None:
+                progress.trace_advanced(label, done, total)
+
+        kwargs = options.blame_kwargs()
+        kwargs.update(policy=comps.policy, env=comps.env, scorer=comps.scorer)
+        report = await blame_async(
+            trace, **kwargs, concurrency=max(1, runner.concurrency), progress=tick, runner=runner
+        )
+        report.trace_path = path or None
+        result = TraceResult(path, trace.id, "ok", report)
+        if report.status == "backend-errors":
+            result.status = "backend-error"
+            result.error = (
+                f"too many rollouts errored ({report.budget.errored} of {report.budget.rollouts}); "
+                f"first: {report.first_error}"
+            )
+        result.gates = options.gates.check(report)
+        if result.gates and result.status == "ok":
+            result.status = "gate"
+    except InputError as exc:
+        if options.debug:
+            raise
+        result = TraceResult(path, trace.id, "input-error", error=_one_line(exc))
+    except (BackendError, CarError) as exc:
+        if options.debug:
+            raise
+        result = TraceResult(path, trace.id, "backend-error", error=_one_line(exc))
+    except Exception as exc:  # an unexpected failure ends this trace, never the batch
+        if options.debug:
+            raise
+        result = TraceResult(
+            path, trace.id, "backend-error", error=f"{type(exc).__name__}: {_one_line(exc)}"
+        )
+    result.fresh_rollouts = runner.stats.fresh
+    result.stored_rollouts = runner.stats.stored
+    result.usage = usage_of(policy_obj)
+    if options.prices and result.usage:
+        result.cost = sum(
+            result.usage.get(name, 0) * price / 1e6 for name, price in options.prices.items()
+        )
+    return result
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# -- the batch ------------------------------------------------------------------------------------
+@dataclass
+class _Planned:
+    path: str
+    trace: Trace | None
+    error: str | None
+    estimate: WorkEstimate | None
+
+
+def plan_batch(
+    paths: Sequence[str | Path],
+    options: BatchOptions,
+    shard: tuple[int, int] | None = None,
+) -> list[_Planned]:
+    """Load every trace (unreadable ones become error entries), keep this shard's, estimate each."""
+    from car.blame import _resolve
+
+    planned: list[_Planned] = []
+    for path in expand_paths(paths):
+        try:
+            trace = load_any_trace(path)
+        except CarError as exc:
+            if options.debug:
+                raise
+            if shard is None or in_shard(path, shard):
+                planned.append(_Planned(path, None, _one_line(exc), None))
+            continue
+        if shard is not None and not in_shard(trace.id, shard):
+            continue
+        est: WorkEstimate | None = None
+        try:
+            comps = _resolve(trace, options.policy, options.env, options.scorer)
+            est = estimate_trace(trace, options, comps.scorer.deterministic)
+        except CarError:
+            est = estimate_trace(trace, options, True)  # the error surfaces when it runs
+        planned.append(_Planned(path, trace, None, est))
+    return planned
+
+
+def total_estimate(planned: Sequence[_Planned]) -> WorkEstimate:
+    ests = [p.estimate for p in planned if p.estimate is not None]
+    return WorkEstimate(
+        len(planned),
+        sum(e.rollouts for e in ests),
+        sum(e.match_draws for e in ests),
+        sum(e.policy_calls for e in ests),
+        sum(1 for p in planned if p.trace is None),
+    )
+
+
+async def blame_many_async(
+    paths: Sequence[str | Path],
+    *,
+    options: BatchOptions | None = None,
+    store: RolloutCache | None = None,
+    concurrency: int = 8,
+    traces_at_once: int = 4,
+    shard: tuple[int, int] | None = None,
+    fail_fast: bool = False,
+    max_rollouts: int | None = None,
+    max_policy_calls: int | None = None,
+    on_result: Callable[[TraceResult], None] | None = None,
+    progress: BatchProgress | None = None,
+    planned: Sequence[_Planned] | None = None,
+) -> list[TraceResult]:
+    """Attribute many traces; results in input order. See `blame_many`."""
+    opts = options or BatchOptions()
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    work = list(planned) if planned is not None else plan_batch(paths, opts, shard)
+    runner = Runner(store, concurrency)
+    results: list[TraceResult | None] = [None] * len(work)
+    gate = asyncio.Semaphore(max(1, traces_at_once))
+    budget = BudgetGuard(max_rollouts, max_policy_calls)
+    stop = asyncio.Event()
+
+    def finish(i: int, result: TraceResult) -> None:
+        results[i] = result
+        if isinstance(store, RolloutStore) and result.report is not None:
+            rep = result.report
+            store.put_result(
+                result_key(rep), rep.trace_id, rep.trace_path, rep.trace_hash, rep.model_dump_json()
+            )
+        if progress is not None:
+            progress.trace_finished(result)
+        if on_result is not None:
+            on_result(result)
+        if fail_fast and result.status != "ok":
+            stop.set()
+
+    async def one(i: int, item: _Planned) -> None:
+        async with gate:
+            if stop.is_set():
+                return
+            if item.trace is None:
+                finish(i, TraceResult(item.path, None, "input-error", error=item.error))
+                return
+            skip = budget.reserve(item.estimate)
+            if skip is not None:
+                finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
+                return
+            result = await attribute_one(item.path, item.trace, opts, runner, progress)
+            budget.settle(item.estimate, result.report)
+            finish(i, result)
+
+    tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(work)]
+    stopper = asyncio.ensure_future(stop.wait())
+    pending: set[asyncio.Future[Any]] = set(tasks)
+    while pending:
+        _, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+        pending.discard(stopper)
+        if stop.is_set():
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            break
+    stopper.cancel()
+    for t in tasks:  # surface --debug re-raises
+        if t.done() and not t.cancelled() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+    return [r for r in results if r is not None]
+
+
+def blame_many(paths: Sequence[str | Path], **kwargs: Any) -> list[TraceResult]:
+    """Attribute every trace in `paths` (files, directories, globs) with one global concurrency limit.
+
+    Keyword arguments: `options` (`BatchOptions`: policy, env, scorer, samples, gates, ...), `store`
+    (a `car.store.RolloutStore` makes the batch resumable), `concurrency` (rollouts in flight across
+    all traces), `traces_at_once`, `shard` ((K, N)), `fail_fast`, `max_rollouts`,
+    `max_policy_calls`, `on_result` (called with each `TraceResult` as it finishes) and `progress`.
+    A trace that fails becomes an error result; the batch goes on.
+
+    >>> import car
+    >>> results = car.blame_many(["traces/pivot.json"], options=car.BatchOptions(samples=8))
+    >>> results[0].status
+    'ok'
+    """
+    return asyncio.run(blame_many_async(paths, **kwargs))

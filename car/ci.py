@@ -1,0 +1,276 @@
+"""What `car blame` does with its options: one trace or a batch, outputs, gates and the exit code.
+
+Kept out of `car/cli.py` so the command's body stays a thin call and the logic is testable directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from car.batch import BatchOptions, TraceResult, blame_many_async, plan_batch, total_estimate
+from car.errors import InputError
+from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code
+from car.outputs import OutputFormat, counts_line, jsonl_line, render_output
+from car.report import Report
+from car.store import RolloutStore, default_store_path
+
+__all__ = ["BlameRequest", "open_store", "parse_prices", "parse_reports", "run_blame"]
+
+
+def parse_reports(items: Sequence[str]) -> list[tuple[OutputFormat, Path]]:
+    """`FORMAT=PATH` pairs (`--report junit=car.xml`)."""
+    out = []
+    valid = ", ".join(f.value for f in OutputFormat)
+    for item in items:
+        fmt, sep, path = item.partition("=")
+        if not sep or not path:
+            raise InputError(f"--report {item!r}: expected FORMAT=PATH, e.g. junit=car.xml ({valid})")
+        try:
+            out.append((OutputFormat(fmt.strip()), Path(path)))
+        except ValueError:
+            raise InputError(f"--report {item!r}: unknown format {fmt!r}; formats: {valid}") from None
+    return out
+
+
+def parse_prices(items: Sequence[str]) -> dict[str, float]:
+    """`COUNTER=USD` per million (`--price input_tokens=2.5 --price output_tokens=10`)."""
+    prices = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not sep or not name.strip() or price < 0:
+            raise InputError(
+                f"--price {item!r}: expected COUNTER=USD_PER_MILLION, e.g. input_tokens=2.5"
+            )
+        prices[name.strip()] = price
+    return prices
+
+
+def open_store(path: Path | None, no_store: bool) -> RolloutStore | None:
+    if no_store:
+        return None
+    return RolloutStore(path if path is not None else default_store_path())
+
+
+@dataclass
+class BlameRequest:
+    paths: list[str]
+    options: BatchOptions
+    fmt: OutputFormat = OutputFormat.table
+    output: Path | None = None
+    reports: list[tuple[OutputFormat, Path]] = field(default_factory=list)
+    store_path: Path | None = None
+    no_store: bool = False
+    concurrency: int = 8
+    shard: tuple[int, int] | None = None
+    fail_fast: bool = False
+    max_rollouts: int | None = None
+    max_policy_calls: int | None = None
+    dry_run: bool = False
+    exit_zero: bool = False
+    progress: bool = True
+    quiet: bool = False
+    executor: str = "local"
+    address: str | None = None
+
+
+def _is_batch(paths: Sequence[str]) -> bool:
+    return len(paths) != 1 or Path(paths[0]).is_dir() or any(c in paths[0] for c in "*?[")
+
+
+def _write(path: Path, text: str) -> str | None:
+    """Write a report file; on failure say why (the caller prints the report instead)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        return f"{path}: cannot write the report ({exc.strerror}); printed it instead"
+    return None
+
+
+def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
+    """Run `car blame` as the command line does; returns the exit code."""
+    out = stdout or sys.stdout
+    err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False)
+
+    def say(text: str) -> None:
+        if not req.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    batch = _is_batch(req.paths)
+    if req.options.gates.min_match_rate is not None and req.options.match_samples == 0:
+        raise InputError("--min-match-rate needs match draws: set --match-samples above 0")
+    if req.executor not in ("local", "ray"):
+        raise InputError(f"--executor must be 'local' or 'ray', got {req.executor!r}")
+
+    planned = plan_batch(req.paths, req.options, req.shard)
+    estimate = total_estimate(planned)
+    if req.dry_run:
+        out.write(estimate.line() + "\n")
+        return EXIT_OK
+    if batch or req.max_rollouts is not None or req.max_policy_calls is not None:
+        say(estimate.line())
+    if not planned:
+        say("no trace in this shard")
+        out.write(render_output(req.fmt, [], batch=True) if req.fmt is not OutputFormat.table else "")
+        return EXIT_OK
+
+    store = open_store(req.store_path, req.no_store)
+    stream_stdout = req.fmt is OutputFormat.jsonl and req.output is None
+    stream_files: list[IO[str]] = []
+    try:
+        for fmt, path in [(req.fmt, req.output), *req.reports]:
+            if fmt is OutputFormat.jsonl and path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                stream_files.append(path.open("w", encoding="utf-8"))
+
+        def on_result(result: TraceResult) -> None:
+            line = jsonl_line(result)
+            if stream_stdout:
+                out.write(line)
+                out.flush()
+            for fh in stream_files:
+                fh.write(line)
+                fh.flush()
+
+        show = req.progress and not req.quiet
+        display: Any = None
+        if show and err.is_terminal:
+            from car.progress import RichBatchProgress
+
+            display = RichBatchProgress(err, len(planned))
+        elif show and batch:
+            from car.progress import HeartbeatProgress
+
+            display = HeartbeatProgress(sys.stderr, len(planned))
+        kwargs: dict[str, Any] = {
+            "options": req.options,
+            "store": store,
+            "concurrency": req.concurrency,
+            "fail_fast": req.fail_fast,
+            "max_rollouts": req.max_rollouts,
+            "max_policy_calls": req.max_policy_calls,
+            "on_result": on_result,
+            "progress": display,
+            "planned": planned,
+        }
+        if display is not None:
+            with display:
+                results = _execute(req, kwargs)
+        else:
+            results = _execute(req, kwargs)
+    finally:
+        for fh in stream_files:
+            fh.close()
+        if store is not None:
+            store.close()
+
+    write_failed = False
+    for fmt, path in [(req.fmt, req.output), *req.reports]:
+        if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
+            continue  # already streamed
+        if (
+            not batch
+            and fmt in (OutputFormat.table, OutputFormat.json)
+            and (not results or results[0].report is None)
+        ):
+            continue  # one trace and no report: the error line on stderr says it all
+        if fmt is OutputFormat.table and path is None and not batch and _styled(results, out):
+            continue
+        text = render_output(fmt, results, batch=batch)
+        problem = _write(path, text) if path is not None else None
+        if path is None or problem is not None:
+            out.write(text)  # nothing computed is lost, whatever happens to the file
+        if problem is not None:
+            print(f"car: error: {problem}", file=sys.stderr)
+            write_failed = True
+        elif path is not None:
+            say(f"{fmt.value} report written to {path}")
+    if len(results) < len(planned):
+        say(f"stopped early (--fail-fast): {len(planned) - len(results)} traces not attributed")
+    if batch and not req.quiet and (req.fmt is not OutputFormat.table or req.output is not None):
+        # stdout holds a machine format (or nothing): the summary table goes to stderr for people
+        from car.outputs import summary_table
+
+        if err.is_terminal:
+            err.print(summary_table(results))
+        else:
+            sys.stderr.write(render_output(OutputFormat.table, results, batch=True))
+    if batch:
+        say(counts_line(results))
+    for res in results:
+        if res.status in ("input-error", "backend-error") and not batch:
+            print(f"car: error: {res.error}", file=sys.stderr)
+        elif res.status == "gate" and not batch:
+            for g in res.gates:
+                print(f"car: gate: {g}", file=sys.stderr)
+    codes = [r.exit_code for r in results] + ([EXIT_USAGE] if write_failed else [])
+    return final_exit_code(codes, exit_zero=req.exit_zero)
+
+
+def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:
+    """Print one report's table with styles when stdout is a terminal."""
+    from car.render import render_table
+
+    console = Console(file=out, no_color=bool(os.environ.get("NO_COLOR")) or None)
+    if not console.is_terminal or not results or results[0].report is None:
+        return False
+    render_table(results[0].report, console)
+    return True
+
+
+def rerender(source: str | Path, fmt: str, *, trace: Path | None = None) -> str:
+    """Render saved reports (a store, a report JSON or batch JSONL) in any output format."""
+    from car.report import load_report
+
+    p = Path(source)
+    # A single report file goes through load_report, whose errors name the JSON path inside it.
+    reports = [load_report(p)] if p.suffix == ".json" and p.is_file() else _stored_reports(p)
+    if not reports:
+        raise InputError(f"{source}: no stored reports (run `car blame` with a store first)")
+    if OutputFormat(fmt) is OutputFormat.html:
+        from car.html import html_page
+
+        if len(reports) != 1:
+            raise InputError(f"{source}: holds {len(reports)} reports; --format html renders one")
+        return html_page(reports[0], near=p.parent, given=trace)
+    results = [TraceResult(r.trace_path or r.trace_id, r.trace_id, _status_of(r), r) for r in reports]
+    return render_output(OutputFormat(fmt), results, batch=len(results) > 1)
+
+
+def _stored_reports(source: Path) -> list[Report]:
+    from pydantic import ValidationError
+
+    from car.jsonfile import describe_validation_error
+    from car.store import load_results
+
+    reports = []
+    for n, doc in enumerate(load_results(source), 1):
+        try:
+            reports.append(Report.model_validate(doc))
+        except ValidationError as exc:
+            raise InputError(describe_validation_error(exc, f"{source}: report {n}")) from None
+    return reports
+
+
+def _status_of(report: Any) -> Any:
+    return "backend-error" if report.status == "backend-errors" else "ok"
+
+
+def _execute(req: BlameRequest, kwargs: dict[str, Any]) -> list[TraceResult]:
+    if req.executor == "ray":
+        from car.executors.ray import run_ray
+
+        return run_ray(address=req.address, **kwargs)
+    return asyncio.run(blame_many_async([], **kwargs))

@@ -1,0 +1,183 @@
+"""The Ray executor (`car blame --executor ray [--address ADDR]`): one Ray task per trace.
+
+- One actor holds the concurrency limit, so rollouts in flight stay under `--concurrency` across every
+  worker and machine, exactly as the local executor's semaphore does in one process.
+- The store has one writer, this driver. A task receives the stored rows of its trace (so it resumes
+  what is already done), runs with an in-memory store, and ships back the rows it added; the driver
+  writes them to SQLite as each task finishes. Randomness is keyed by event, so the reports are
+  identical to the local executor's for the same seed.
+- Resumption is per finished trace: a driver killed mid-batch keeps every trace that finished, while
+  the rollouts of traces still running on workers are recomputed on resume.
+
+Use it when one machine's event loop is not enough: a CPU-heavy environment or scorer (simulators,
+test suites run per rollout) or a cluster. Rollouts that only wait on a model API are I/O-bound and
+run best on the local executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from car.batch import (
+    BatchOptions,
+    BatchProgress,
+    BudgetGuard,
+    TraceResult,
+    _Planned,
+    attribute_one,
+    result_key,
+)
+from car.errors import InputError
+from car.runner import Runner
+from car.store import MemoryStore, RolloutCache, RolloutStore
+
+__all__ = ["run_ray"]
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError(
+            "--executor ray needs Ray: pip install 'car-blame[ray]' (or use --executor local)"
+        ) from None
+    return ray
+
+
+class _ActorLimiter:
+    """The runner's `Limiter`, backed by the shared slots actor."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def acquire(self) -> None:
+        await self.actor.acquire.remote()
+
+    async def release(self) -> None:
+        await self.actor.release.remote()
+
+
+class _Slots:
+    """A semaphore shared by every task (run as an async Ray actor)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._sem: asyncio.Semaphore | None = None
+
+    def _get(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.limit)
+        return self._sem
+
+    async def acquire(self) -> None:
+        await self._get().acquire()
+
+    async def release(self) -> None:
+        self._get().release()
+
+
+def _attribute_task(
+    path: str,
+    trace: Any,
+    options: BatchOptions,
+    rows: dict[tuple[str, str], dict[str, Any]],
+    slots: Any,
+    concurrency: int,
+) -> tuple[TraceResult, list[tuple[str, str, str, str, dict[str, Any]]]]:
+    memory = MemoryStore(rows)
+    runner = Runner(memory, concurrency, limiter=_ActorLimiter(slots))
+    result = asyncio.run(attribute_one(path, trace, options, runner))
+    return result, memory.added
+
+
+def run_ray(
+    *,
+    options: BatchOptions,
+    store: RolloutCache | None,
+    concurrency: int,
+    planned: Sequence[_Planned],
+    address: str | None = None,
+    fail_fast: bool = False,
+    max_rollouts: int | None = None,
+    max_policy_calls: int | None = None,
+    on_result: Callable[[TraceResult], None] | None = None,
+    progress: BatchProgress | None = None,
+) -> list[TraceResult]:
+    """Attribute the planned traces as Ray tasks; results in input order, as the local executor."""
+    ray = _ray()
+    started = False
+    if not ray.is_initialized():
+        import logging
+
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+        )
+        started = True
+    try:
+        slots = ray.remote(_Slots).options(max_concurrency=100_000).remote(concurrency)
+        task = ray.remote(_attribute_task)
+        results: list[TraceResult | None] = [None] * len(planned)
+        refs: dict[Any, int] = {}
+        budget = BudgetGuard(max_rollouts, max_policy_calls)
+
+        def finish(i: int, result: TraceResult) -> None:
+            results[i] = result
+            if isinstance(store, RolloutStore) and result.report is not None:
+                rep = result.report
+                store.put_result(
+                    result_key(rep), rep.trace_id, rep.trace_path, rep.trace_hash, rep.model_dump_json()
+                )
+            if progress is not None:
+                progress.trace_finished(result)
+            if on_result is not None:
+                on_result(result)
+
+        for i, item in enumerate(planned):
+            if item.trace is None:
+                finish(i, TraceResult(item.path, None, "input-error", error=item.error))
+                continue
+            skip = budget.reserve(item.estimate)
+            if skip is not None:
+                finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
+                continue
+            need = item.estimate.rollouts if item.estimate is not None else 0
+            rows = store.rows_for(item.trace.content_hash()) if isinstance(store, RolloutStore) else {}
+            if progress is not None:
+                progress.trace_started(item.path, need)
+            refs[task.remote(item.path, item.trace, options, rows, slots, concurrency)] = i
+
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            i = refs[done[0]]
+            try:
+                result, added = ray.get(done[0])
+            except Exception as exc:  # a worker or node died: this trace fails, the batch goes on
+                item = planned[i]
+                message = " ".join(str(exc).split())[:500]
+                result, added = (
+                    TraceResult(
+                        item.path,
+                        item.trace.id if item.trace is not None else None,
+                        "backend-error",
+                        error=f"Ray task failed: {type(exc).__name__}: {message}",
+                    ),
+                    [],
+                )
+            if store is not None:
+                for ns, key, trace_hash, kind, payload in added:
+                    store.put(ns, key, trace_hash, kind, payload)
+            finish(i, result)
+            if fail_fast and result.status != "ok":
+                for ref in pending:
+                    ray.cancel(ref)
+                break
+        return [r for r in results if r is not None]
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,93 @@
+"""CI gates and exit codes.
+
+Exit codes follow ruff and pytest:
+
+    0  done
+    1  a gate the user asked for tripped (--min-match-rate, --fail-on-abstain, --fail-on-blame,
+       or --max-rollouts left traces unattributed)
+    2  usage or input error (bad option, bad trace file)
+    3  backend or infrastructure failure (partial results are stored)
+
+In a batch the worst code wins, with 2 worse than 3 worse than 1: an input error is something only the
+user can fix, so it must never be masked. `--exit-zero` turns 1 and 3 into 0 and never hides 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from car.errors import InputError
+from car.report import Report
+
+__all__ = ["EXIT_BACKEND", "EXIT_GATE", "EXIT_OK", "EXIT_USAGE", "Gates", "final_exit_code", "worst"]
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_BACKEND = 0, 1, 2, 3
+_SEVERITY = {EXIT_OK: 0, EXIT_GATE: 1, EXIT_BACKEND: 2, EXIT_USAGE: 3}
+
+
+def worst(codes: Iterable[int]) -> int:
+    return max(codes, key=lambda c: _SEVERITY.get(c, 2), default=EXIT_OK)
+
+
+def final_exit_code(codes: Iterable[int], *, exit_zero: bool = False) -> int:
+    code = worst(codes)
+    if exit_zero and code in (EXIT_GATE, EXIT_BACKEND):
+        return EXIT_OK
+    return code
+
+
+@dataclass(frozen=True)
+class Gates:
+    """Conditions under which a finished report fails the CI job (exit code 1).
+
+    - `min_match_rate`: the replay reproduces fewer recorded actions than this share: too
+      unfaithful to trust (also trips when the match rate was not measured).
+    - `fail_on_abstain`: car could not name a decisive step.
+    - `fail_on_blame`: the locus, or a step sharing the credit, is one of these: an actor id, a step
+      index, or `any` (any step at all was blamed).
+    """
+
+    min_match_rate: float | None = None
+    fail_on_abstain: bool = False
+    fail_on_blame: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.min_match_rate is not None and not 0 <= self.min_match_rate <= 1:
+            raise InputError(f"--min-match-rate must be in [0, 1], got {self.min_match_rate}")
+        for who in self.fail_on_blame:
+            if not who.strip():
+                raise InputError("--fail-on-blame needs an actor id, a step index or 'any'")
+
+    @property
+    def active(self) -> bool:
+        return self.min_match_rate is not None or self.fail_on_abstain or bool(self.fail_on_blame)
+
+    def check(self, report: Report) -> list[str]:
+        """Messages for the gates this report trips (empty: it passes)."""
+        tripped: list[str] = []
+        if self.min_match_rate is not None:
+            m = report.match_rate.estimate
+            if m is None:
+                tripped.append("action-match rate not measured (--min-match-rate needs match samples)")
+            elif m < self.min_match_rate:
+                tripped.append(
+                    f"action-match rate {m:.0%} is below --min-match-rate {self.min_match_rate:.0%}: "
+                    "the replay is too unfaithful to trust"
+                )
+        if self.fail_on_abstain and report.locus is None:
+            tripped.append(f"no decisive step (--fail-on-abstain): {report.abstained_reason}")
+        if self.fail_on_blame:
+            blamed = ([report.locus] if report.locus is not None else []) + [
+                s for s in report.shared if s != report.locus
+            ]
+            for step in blamed:
+                actor = report.steps[step].actor
+                hit = next(
+                    (w for w in self.fail_on_blame if w in ("any", actor, str(step))),
+                    None,
+                )
+                if hit is not None:
+                    role = "is the locus" if step == report.locus else "shares the credit"
+                    tripped.append(f"step {step} ({actor}) {role} (--fail-on-blame {hit})")
+        return tripped

@@ -1,0 +1,430 @@
+"""CI-native renderings of one report or a batch of results.
+
+    table     the ranked table (one trace) or the batch summary table
+    json      `car.report/v1` (one trace) or `car.batch/v1` (records of every trace)
+    jsonl     one `car.record/v1` per line (what `car blame` streams in batch mode)
+    markdown  a readable summary: summary table, locus sentences, ranked steps, match rates
+    github    `::error` / `::warning` workflow commands (a few, escaped) plus the Markdown summary,
+              which goes to `$GITHUB_STEP_SUMMARY` when that is set (capped below GitHub's 1 MiB)
+    junit     JUnit XML: one testcase per trace; a tripped gate is a failure, an input or backend
+              problem is an error
+    html      the self-contained HTML page of one trace's report (`car.html`)
+
+Trace text is untrusted: Markdown escapes table and HTML syntax, workflow commands percent-encode
+their data and properties, XML goes through ElementTree.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from car.batch import TraceResult
+from car.gates import worst
+from car.render import literal, render_json, render_table
+from car.report import Estimate, Report
+
+__all__ = [
+    "BATCH_VERSION",
+    "GITHUB_SUMMARY_LIMIT",
+    "OutputFormat",
+    "escape_data",
+    "escape_property",
+    "fit_bytes",
+    "github_annotations",
+    "render_output",
+    "summary_rows",
+    "write_github_summary",
+]
+
+BATCH_VERSION = "car.batch/v1"
+GITHUB_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a step summary above 1 MiB
+MAX_ANNOTATIONS = 10  # GitHub shows at most 10 of each kind per step
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    markdown = "markdown"
+    github = "github"
+    junit = "junit"
+    html = "html"
+
+
+# -- shared pieces ------------------------------------------------------------------------------
+def _pct(e: Estimate | None) -> str:
+    if e is None or e.estimate is None or e.low is None or e.high is None:
+        return "-"
+    return f"{e.estimate:.0%} [{e.low:.0%}, {e.high:.0%}]"
+
+
+def _credit(r: Report) -> str:
+    if r.locus is not None:
+        extra = [s for s in r.shared if s != r.locus]
+        base = f"step {r.locus} ({r.locus_actor})"
+        return base + (f"; shared with {', '.join(map(str, extra))}" if extra else "")
+    if r.shared:
+        return "shared: steps " + ", ".join(map(str, r.shared))
+    return "-"
+
+
+def _outcome(res: TraceResult) -> str:
+    r = res.report
+    if r is None:
+        return "error"
+    if r.locus is None:
+        return "shared" if r.shared else "abstained"
+    return "shared" if len(r.shared) >= 2 else "blamed"
+
+
+def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:
+    """One row per trace: trace, outcome, credit, confidence, match rate, status, rollouts."""
+    rows = []
+    for res in results:
+        r = res.report
+        conf = "-"
+        if r is not None and r.locus is not None:
+            conf = _pct(r.steps[r.locus].effect)
+        rows.append(
+            {
+                "trace": res.label,
+                "outcome": _outcome(res),
+                "credit": _credit(r) if r is not None else (res.error or "-"),
+                "confidence": conf,
+                "match": _pct(r.match_rate) if r is not None else "-",
+                "status": res.status,
+                "rollouts": (
+                    f"{r.budget.rollouts} ({res.stored_rollouts} stored)" if r is not None else "-"
+                ),
+            }
+        )
+    return rows
+
+
+_HEADERS = {
+    "trace": "trace",
+    "outcome": "outcome",
+    "credit": "locus or shared credit",
+    "confidence": "effect [CI]",
+    "match": "match rate",
+    "status": "status",
+    "rollouts": "rollouts",
+}
+
+
+def counts(results: Sequence[TraceResult]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in results:
+        out[r.status] = out.get(r.status, 0) + 1
+    return out
+
+
+def counts_line(results: Sequence[TraceResult]) -> str:
+    c = counts(results)
+    parts = [f"{n} {k}" for k, n in sorted(c.items())]
+    return f"{len(results)} trace{'s' if len(results) != 1 else ''}: " + (", ".join(parts) or "none")
+
+
+# -- table --------------------------------------------------------------------------------------
+def _plain(render: object) -> str:
+    console = Console(record=True, width=160, file=io.StringIO(), no_color=True)
+    console.print(render)
+    return console.export_text(styles=False)
+
+
+def summary_table(results: Sequence[TraceResult]) -> Table:
+    rows = summary_rows(results)
+    table = Table(title="car blame: summary", title_justify="left", box=box.SIMPLE_HEAD)
+    for key, head in _HEADERS.items():
+        longest = max((len(r[key]) for r in rows), default=len(head))
+        if key in ("trace", "credit"):
+            table.add_column(head, overflow="fold", min_width=min(longest, 40))
+        else:
+            table.add_column(head, no_wrap=True)
+    for row in rows:
+        table.add_row(*(literal(row[k]) for k in _HEADERS))
+    return table
+
+
+def _table(results: Sequence[TraceResult], batch: bool) -> str:
+    if not batch and results and results[0].report is not None:
+        console = Console(record=True, width=120, file=io.StringIO(), no_color=True)
+        render_table(results[0].report, console)
+        return console.export_text(styles=False)
+    return _plain(summary_table(results))
+
+
+# -- json ---------------------------------------------------------------------------------------
+def _json(results: Sequence[TraceResult], batch: bool) -> str:
+    if not batch and results and results[0].report is not None:
+        return render_json(results[0].report)
+    body = {
+        "version": BATCH_VERSION,
+        "exit_code": worst(r.exit_code for r in results),
+        "counts": counts(results),
+        "records": [r.to_record() for r in results],
+    }
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+
+
+def jsonl_line(result: TraceResult) -> str:
+    return json.dumps(result.to_record(), ensure_ascii=False) + "\n"
+
+
+# -- markdown -----------------------------------------------------------------------------------
+_MD_SPECIAL = str.maketrans(
+    {
+        "|": "\\|",
+        "\\": "\\\\",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",
+        "]": "\\]",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+        "#": "\\#",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+
+
+def md(text: str) -> str:
+    """Trace text made inert in Markdown (no tables broken, no HTML, no links)."""
+    return str(literal(text)).translate(_MD_SPECIAL)
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
+    lines = [f"### {md(res.label)}", ""]
+    r = res.report
+    if r is None:
+        return [*lines, f"**{res.status}**: {md(res.error or '')}", ""]
+    lines += [md(r.headline), ""]
+    for g in res.gates:
+        lines.append(f"- **gate tripped:** {md(g)}")
+    for n in r.notes:
+        lines.append(f"- note: {md(n)}")
+    if res.gates or r.notes:
+        lines.append("")
+    decisions = [s for s in r.steps if s.decision]
+
+    def rank(s: object) -> tuple[int, float, int]:
+        from car.report import StepReport
+
+        assert isinstance(s, StepReport)
+        d = s.drop.estimate if s.drop and s.drop.estimate is not None else -2.0
+        return (0 if s.index == r.locus else 1, -d, s.index)
+
+    ordered = sorted(decisions, key=rank)
+    rows = [
+        [
+            str(i),
+            str(s.index),
+            md(s.actor),
+            md(s.action),
+            _pct(s.rescue),
+            _pct(s.drop),
+            _pct(s.match_rate),
+            s.verdict or "-",
+        ]
+        for i, s in enumerate(ordered[:top], 1)
+    ]
+    lines += _md_table(
+        ["#", "step", "actor", "action", f"rescue [{r.level:.0%} CI]", "drop", "match", "verdict"],
+        rows,
+    )
+    if len(ordered) > top:
+        lines.append(f"\n… {len(ordered) - top} more decision steps (see the JSON report)")
+    b = r.budget
+    lines += [
+        "",
+        f"Action-match rate {_pct(r.match_rate)} over {r.match_rate.n} draws; "
+        f"{b.rollouts} rollouts, {b.policy_calls} policy calls; seed {r.seed}.",
+        "",
+    ]
+    return lines
+
+
+def _markdown(results: Sequence[TraceResult], batch: bool) -> str:
+    lines = ["## car blame", ""]
+    if batch:
+        lines += [counts_line(results), ""]
+        rows = [[md(row[k]) for k in _HEADERS] for row in summary_rows(results)]
+        lines += [*_md_table(list(_HEADERS.values()), rows), ""]
+    for res in results:
+        lines += _md_report(res)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def fit_bytes(text: str, limit: int) -> str:
+    """`text` cut at a line boundary so that it, with a truncation notice, fits in `limit` bytes."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    notice = (
+        "\n\n> **Truncated:** this summary exceeded GitHub's size limit; "
+        "the full report is in the JSON or JSONL output.\n"
+    )
+    room = max(0, limit - len(notice.encode()))
+    cut = data[:room].decode("utf-8", errors="ignore")
+    if "\n" in cut:
+        cut = cut[: cut.rindex("\n")]
+    return cut + notice
+
+
+def write_github_summary(markdown: str, path: str | Path) -> None:
+    """Append the summary to the step summary file, within what is left of the 1 MiB cap."""
+    p = Path(path)
+    used = p.stat().st_size if p.exists() else 0
+    with p.open("a", encoding="utf-8") as fh:
+        fh.write(fit_bytes(markdown, max(0, GITHUB_SUMMARY_LIMIT - used - 1)))
+
+
+# -- github workflow commands ---------------------------------------------------------------------
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _command(kind: str, title: str, message: str, file: str | None = None) -> str:
+    props = [f"title={escape_property(title)}"]
+    if file:
+        props.insert(0, f"file={escape_property(file)}")
+    return f"::{kind} {','.join(props)}::{escape_data(message)}"
+
+
+def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATIONS) -> list[str]:
+    """At most `limit` errors and `limit` warnings: failures first, then the top blamed steps."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for res in results:
+        if res.status in ("input-error", "backend-error", "budget"):
+            errors.append(_command("error", f"car: {res.status}", f"{res.label}: {res.error}"))
+        elif res.status == "gate":
+            errors.append(
+                _command("error", "car: gate tripped", f"{res.label}: " + "; ".join(res.gates))
+            )
+        r = res.report
+        if r is not None and r.locus is not None:
+            warnings.append(
+                _command("warning", f"car blames step {r.locus} ({r.locus_actor})", r.headline)
+            )
+    out: list[str] = []
+    for kind, items in (("error", errors), ("warning", warnings)):
+        out += items[:limit]
+        if len(items) > limit:
+            out.append(f"::notice::{len(items) - limit} more car {kind}s in the job summary")
+    return out
+
+
+def _github(results: Sequence[TraceResult], batch: bool) -> str:
+    lines = github_annotations(results)
+    body = "\n".join(lines) + ("\n" if lines else "")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    markdown = _markdown(results, batch)
+    if summary:
+        write_github_summary(markdown, summary)
+        return body
+    return body + fit_bytes(markdown, GITHUB_SUMMARY_LIMIT)
+
+
+# -- junit --------------------------------------------------------------------------------------
+def _junit(results: Sequence[TraceResult], batch: bool) -> str:
+    c = counts(results)
+    failures = c.get("gate", 0) + c.get("budget", 0)
+    errors = c.get("input-error", 0) + c.get("backend-error", 0)
+    suites = ET.Element("testsuites", name="car", tests=str(len(results)))
+    suites.set("failures", str(failures))
+    suites.set("errors", str(errors))
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="car blame",
+        tests=str(len(results)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
+    )
+    for res in results:
+        case = ET.SubElement(suite, "testcase", classname="car.blame", name=_xml_safe(res.label))
+        r = res.report
+        if res.status == "gate":
+            ET.SubElement(
+                case, "failure", message=_xml_safe("; ".join(res.gates)), type="gate"
+            ).text = _xml_safe("\n".join(res.gates))
+        elif res.status == "budget":
+            ET.SubElement(case, "failure", message=_xml_safe(res.error or ""), type="budget")
+        elif res.status in ("input-error", "backend-error"):
+            ET.SubElement(
+                case, "error", message=_xml_safe(res.error or ""), type=res.status
+            ).text = _xml_safe(res.error or "")
+        if r is not None:
+            ET.SubElement(case, "system-out").text = _xml_safe(
+                f"{r.headline}\nmatch rate {_pct(r.match_rate)}; {r.budget.rollouts} rollouts"
+            )
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _xml_safe(text: str) -> str:
+    # XML 1.0 cannot carry most control characters, even escaped.
+    return "".join(
+        ch
+        if ch in "\t\n\r" or (ord(ch) >= 0x20 and ord(ch) not in (0xFFFE, 0xFFFF))
+        else f"\\x{ord(ch):02x}"
+        for ch in text
+    )
+
+
+def _html(results: Sequence[TraceResult], batch: bool) -> str:
+    from car.errors import InputError
+    from car.html import html_page
+
+    if batch or len(results) != 1 or results[0].report is None:
+        raise InputError(
+            "--format html renders one trace's report; for a batch use markdown, junit or github"
+        )
+    return html_page(results[0].report)
+
+
+_RENDERERS = {
+    OutputFormat.table: _table,
+    OutputFormat.json: _json,
+    OutputFormat.jsonl: lambda rs, batch: "".join(jsonl_line(r) for r in rs),
+    OutputFormat.markdown: _markdown,
+    OutputFormat.github: _github,
+    OutputFormat.junit: _junit,
+    OutputFormat.html: _html,
+}
+
+
+def render_output(fmt: OutputFormat | str, results: Sequence[TraceResult], *, batch: bool) -> str:
+    """The text of one output format; `batch` selects the batch shape of table and json."""
+    return _RENDERERS[OutputFormat(fmt)](results, batch)
+
+
+def styled_summary(results: Sequence[TraceResult], console: Console) -> None:
+    console.print(summary_table(results))
+    console.print(Text(counts_line(results)))

@@ -1,0 +1,125 @@
+"""Progress of a batch on stderr: a live display on a terminal, plain heartbeat lines otherwise.
+
+stdout is never touched: it carries the report only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from car.batch import TraceResult
+from car.render import literal
+
+__all__ = ["HeartbeatProgress", "RichBatchProgress", "finished_line"]
+
+
+def finished_line(result: TraceResult) -> str:
+    r = result.report
+    if r is None:
+        what = result.error or result.status
+    elif r.locus is not None:
+        what = f"step {r.locus} ({r.locus_actor})"
+    else:
+        what = "no decisive step"
+    gates = f"; gate: {'; '.join(result.gates)}" if result.gates else ""
+    rollouts = f"; {r.budget.rollouts} rollouts ({result.stored_rollouts} stored)" if r else ""
+    return f"{result.label}: {result.status}: {what}{gates}{rollouts}"
+
+
+class RichBatchProgress:
+    """One bar for the batch and one per trace in flight; finished traces print a line above."""
+
+    def __init__(self, console: Console, total_traces: int) -> None:
+        self.console = console
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.overall = self.bar.add_task("traces", total=total_traces)
+        self.tasks: dict[str, TaskID] = {}
+        self.done = 0
+
+    def __enter__(self) -> RichBatchProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    def trace_started(self, label: str, total: int) -> None:
+        name = str(literal(label))
+        self.tasks[label] = self.bar.add_task(f"  {name[-40:]}", total=total)
+
+    def trace_advanced(self, label: str, done: int, total: int) -> None:
+        task = self.tasks.get(label)
+        if task is not None:
+            self.bar.update(task, completed=done, total=total)
+
+    def trace_finished(self, result: TraceResult) -> None:
+        task = self.tasks.pop(result.label, None)
+        if task is not None:
+            self.bar.remove_task(task)
+        self.done += 1
+        self.bar.update(self.overall, completed=self.done)
+        style = "green" if result.status == "ok" else "red"
+        line = Text(f"{result.status:>13} ", style=style)
+        line.append_text(literal(finished_line(result).split(": ", 1)[0]))
+        line.append(": " + finished_line(result).split(": ", 2)[-1])
+        self.console.print(line, highlight=False)
+
+
+class HeartbeatProgress:
+    """Plain lines for logs: one per finished trace and a heartbeat every `interval` seconds."""
+
+    def __init__(self, stream: TextIO, total_traces: int, interval: float = 10.0) -> None:
+        self.stream = stream
+        self.total = total_traces
+        self.interval = interval
+        self.done = 0
+        self.rollouts: dict[str, tuple[int, int]] = {}
+        self._last = time.monotonic()
+
+    def __enter__(self) -> HeartbeatProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def _say(self, text: str) -> None:
+        self.stream.write(f"car: {text}\n")
+        self.stream.flush()
+        self._last = time.monotonic()
+
+    def trace_started(self, label: str, total: int) -> None:
+        self.rollouts[label] = (0, total)
+
+    def trace_advanced(self, label: str, done: int, total: int) -> None:
+        self.rollouts[label] = (done, total)
+        if time.monotonic() - self._last >= self.interval:
+            done_r = sum(d for d, _ in self.rollouts.values())
+            total_r = sum(t for _, t in self.rollouts.values())
+            self._say(
+                f"[{self.done}/{self.total} traces] {len(self.rollouts)} in flight, "
+                f"{done_r}/{total_r} of their rollouts and draws done"
+            )
+
+    def trace_finished(self, result: TraceResult) -> None:
+        self.rollouts.pop(result.label, None)
+        self.done += 1
+        self._say(f"[{self.done}/{self.total}] {finished_line(result)}")

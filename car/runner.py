@@ -1,0 +1,289 @@
+"""The rollout runner: where every rollout an estimator asks for is looked up, limited and counted.
+
+`Runner.bind(replay)` returns a `ManagedReplay`: the same engine (`run`, `fork`, `sample_recorded`), but
+each request first consults the resumable store, then waits for a slot of the runner's *global*
+concurrency limit (shared by every trace of a batch), runs, and stores the finished rollout. Any
+estimator that draws its rollouts through the replay object (contrastive today, Shapley next) is
+resumable without knowing it.
+
+Budget accounting (the choice, documented): a rollout an estimator receives counts once, whether it was
+computed now or read from the store. The report's budget is therefore identical for a resumed and an
+uninterrupted run. What this process actually spent is in `RunnerStats.fresh` (rollouts and policy
+calls computed now) versus `RunnerStats.stored` (served from the store).
+
+Token usage is an optional protocol: a policy may expose `usage`, a mapping of cumulative token counts
+(`input_tokens`, `output_tokens`); the batch reads it after each trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from car.protocols import Mode, Turn
+from car.replay import Counters, Plan, Replay, Rollout
+from car.store import RolloutCache, event_key, namespace
+from car.trace import Action, Observation
+
+__all__ = ["Limiter", "ManagedReplay", "Runner", "RunnerStats", "component_config", "usage_of"]
+
+
+def component_config(component: object) -> dict[str, Any]:
+    """The configuration a component declares for store keys (`cache_config`), beyond its spec.
+
+    A backend whose behaviour depends on settings not visible in its spec string (a base URL, a
+    temperature, a prompt file) should expose them as a JSON-able mapping `cache_config`, so that
+    changing them does not reuse rollouts made with the old settings.
+    """
+    cfg = getattr(component, "cache_config", None)
+    if callable(cfg):
+        cfg = cfg()
+    out = dict(cfg) if isinstance(cfg, Mapping) else {}
+    spec = str(getattr(component, "spec", ""))
+    if "@" in spec:
+        # A plugin file's code decides its rollouts: edit the file and its old rollouts no longer apply.
+        path = Path(spec.rpartition("@")[0])
+        with contextlib.suppress(OSError):
+            out["_code_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def usage_of(policy: object) -> dict[str, int]:
+    """Token counters a policy reports through the optional `usage` attribute, else empty."""
+    usage = getattr(policy, "usage", None)
+    if not isinstance(usage, Mapping):
+        return {}
+    return {str(k): int(v) for k, v in usage.items() if isinstance(v, int | float)}
+
+
+class Limiter(Protocol):
+    """A concurrency limit held elsewhere (for example by a Ray actor)."""
+
+    async def acquire(self) -> None: ...
+
+    async def release(self) -> None: ...
+
+
+@dataclass
+class RunnerStats:
+    fresh: int = 0  # rollouts computed by this process
+    stored: int = 0  # rollouts served from the store
+    fresh_draws: int = 0  # match draws computed
+    stored_draws: int = 0  # match draws served from the store
+    fresh_policy_calls: int = 0
+
+
+@dataclass
+class Runner:
+    """Shared by every trace of a run: the store (optional) and the global concurrency limit."""
+
+    store: RolloutCache | None = None
+    concurrency: int = 8
+    stats: RunnerStats = field(default_factory=RunnerStats)
+    limiter: Limiter | None = None  # a limit shared beyond this process (the Ray executor's)
+    parent: Runner | None = None
+
+    def __post_init__(self) -> None:
+        self._limit: asyncio.Semaphore | None = None
+
+    def child(self) -> Runner:
+        """A runner for one trace: the same store and limit, its own statistics (which also add up
+        in this one)."""
+        return Runner(self.store, self.concurrency, limiter=self.limiter, parent=self)
+
+    def count(self, name: str, n: int = 1) -> None:
+        runner: Runner | None = self
+        while runner is not None:
+            setattr(runner.stats, name, getattr(runner.stats, name) + n)
+            runner = runner.parent
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        if self.parent is not None:
+            async with self.parent.slot():
+                yield
+            return
+        if self.limiter is not None:
+            await self.limiter.acquire()
+            try:
+                yield
+            finally:
+                await self.limiter.release()
+            return
+        # Created lazily: a semaphore belongs to the event loop that first uses it.
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self.concurrency)
+        async with self._limit:
+            yield
+
+    def bind(self, replay: Replay) -> ManagedReplay:
+        """The replay with store lookups, the global limit and accounting in front of it."""
+        specs = {
+            "policy": replay.policy.spec,
+            "env": replay.env.spec,
+            "scorer": replay.scorer.spec,
+        }
+        config = {
+            "policy": component_config(replay.policy),
+            "env": component_config(replay.env),
+            "scorer": component_config(replay.scorer),
+        }
+        trace_hash = replay.trace.content_hash()
+        ns = namespace(trace_hash, specs, config, replay.seed, replay.slack)
+        return ManagedReplay(
+            replay.trace,
+            replay.policy,
+            replay.env,
+            replay.scorer,
+            seed=replay.seed,
+            slack=replay.slack,
+            counters=replay.counters,
+            runner=self,
+            ns=ns,
+            trace_hash=trace_hash,
+        )
+
+
+# -- serialisation of what a stored rollout needs -------------------------------------------------
+def _turn_json(t: Turn) -> dict[str, Any]:
+    return {
+        "i": t.index,
+        "a": t.actor,
+        "act": t.action.model_dump(mode="json", exclude_defaults=True),
+        "o": [o.model_dump(mode="json", exclude_defaults=True) for o in t.observations],
+        "m": t.mode.value,
+        "d": t.diverged,
+    }
+
+
+def _turn(d: Mapping[str, Any]) -> Turn:
+    return Turn(
+        int(d["i"]),
+        str(d["a"]),
+        Action.model_validate(d["act"]),
+        tuple(Observation.model_validate(o) for o in d["o"]),
+        Mode(d["m"]),
+        bool(d["d"]),
+    )
+
+
+def _counters_json(c: Counters) -> dict[str, Any]:
+    return {
+        "rollouts": c.rollouts,
+        "policy_calls": c.policy_calls,
+        "env_calls": c.env_calls,
+        "errors": c.errors,
+        "unscorable": c.unscorable,
+        "diverged": c.diverged,
+    }
+
+
+def _add(into: Counters, delta: Mapping[str, Any], first_error: str | None) -> None:
+    for name in ("rollouts", "policy_calls", "env_calls", "errors", "unscorable", "diverged"):
+        setattr(into, name, getattr(into, name) + int(delta.get(name, 0)))
+    if into.first_error is None and first_error is not None:
+        into.first_error = first_error
+
+
+@dataclass
+class ManagedReplay(Replay):
+    """A `Replay` whose rollouts go through a `Runner` (store, global limit, accounting)."""
+
+    runner: Runner = field(default_factory=Runner)
+    ns: str = ""
+    trace_hash: str = ""
+
+    def _inner(self) -> Replay:
+        # A private engine per request: its counters are exactly this rollout's increments, which
+        # is what gets stored, so a stored rollout is counted as the fresh one was.
+        return Replay(self.trace, self.policy, self.env, self.scorer, seed=self.seed, slack=self.slack)
+
+    async def _managed(self, kind: str, key: str, plan: Plan, replicate: int, work: Any) -> Rollout:
+        store = self.runner.store
+        if store is not None:
+            hit = store.get(self.ns, key)
+            if hit is not None:
+                self.runner.count("stored")
+                _add(self.counters, hit["counters"], hit.get("error"))
+                return Rollout(
+                    plan,
+                    replicate,
+                    tuple(_turn(t) for t in hit["turns"]),
+                    (None,) * len(hit["turns"]),
+                    hit["value"],
+                    hit["status"],
+                    hit.get("error"),
+                    int(hit["policy_calls"]),
+                    bool(hit["truncated"]),
+                )
+        inner = self._inner()
+        async with self.runner.slot():
+            rollout: Rollout = await work(inner)
+        self.runner.count("fresh")
+        self.runner.count("fresh_policy_calls", inner.counters.policy_calls)
+        _add(self.counters, _counters_json(inner.counters), inner.counters.first_error)
+        if store is not None and rollout.status != "error":  # errors are retried on resume
+            store.put(
+                self.ns,
+                key,
+                self.trace_hash,
+                kind,
+                {
+                    "value": rollout.value,
+                    "status": rollout.status,
+                    "error": rollout.error,
+                    "policy_calls": rollout.policy_calls,
+                    "truncated": rollout.truncated,
+                    "turns": [_turn_json(t) for t in rollout.turns],
+                    "counters": _counters_json(inner.counters),
+                },
+            )
+        return rollout
+
+    async def run(self, plan: Plan, replicate: int) -> Rollout:
+        key = event_key("run", plan.describe(), replicate)
+        return await self._managed(
+            "run", key, plan, replicate, lambda inner: Replay.run(inner, plan, replicate)
+        )
+
+    async def fork(self, rollout: Rollout, step: int, action: Action) -> Rollout:
+        if step >= len(rollout.turns) or rollout.turns[step].action.signature() == action.signature():
+            return await Replay.fork(self, rollout, step, action)  # free reuse: nothing to store
+        plan = rollout.plan.with_forced(step, action)
+        key = event_key("fork", rollout.plan.describe(), step, action.signature(), rollout.replicate)
+        result = await self._managed(
+            "fork",
+            key,
+            plan,
+            rollout.replicate,
+            lambda inner: Replay.fork(inner, rollout, step, action),
+        )
+        return replace(result, plan=plan)
+
+    async def sample_recorded(self, step: int, draw: int) -> Action:
+        key = event_key("match", step, draw)
+        store = self.runner.store
+        if store is not None:
+            hit = store.get(self.ns, key)
+            if hit is not None:
+                self.runner.count("stored_draws")
+                self.counters.policy_calls += 1
+                return Action.model_validate(hit["action"])
+        async with self.runner.slot():
+            action = await Replay.sample_recorded(self, step, draw)
+        self.runner.count("fresh_draws")
+        self.runner.count("fresh_policy_calls")
+        if store is not None:
+            store.put(
+                self.ns,
+                key,
+                self.trace_hash,
+                "match",
+                {"action": action.model_dump(mode="json", exclude_defaults=True)},
+            )
+        return action

@@ -1,0 +1,413 @@
+"""The resumable store: every finished rollout, kept once, in SQLite under `.car/`.
+
+A rollout is keyed by its *namespace* (the trace's content hash, the component specs and their
+configuration, the seed) and its *event key* (what was asked: `run` of a plan on a replicate, a `fork`
+of a plan's rollout at a step with a forced action, or a `match` draw at a step). Because every random
+draw in car is keyed by event, the stored value of a key is exactly what recomputing it would give:
+a resumed run recomputes only what is missing and ends with the same report as an uninterrupted run.
+Keys include the replicate (and draw) index, so one stored rollout is never handed out as two
+independent samples.
+
+What is stored: the value, status, error, policy calls, truncation, the turns (so an estimator can
+fork from a stored rollout), and the counter increments the rollout caused (so budgets count a stored
+rollout exactly as the fresh one was counted). Environment states are *not* stored (they are arbitrary
+plugin values): a fork from a stored rollout asks the environment to `restore` the prefix, as the
+protocol allows. Errored rollouts are not stored: a backend that was down is retried on resume.
+
+One process writes (the asyncio loop of the run; the Ray executor ships results back to it). The file
+is opened in WAL mode, so `car cache info` can read while a run writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from car.errors import InputError
+
+__all__ = [
+    "DEFAULT_DIR",
+    "STORE_VERSION",
+    "MemoryStore",
+    "RolloutCache",
+    "RolloutStore",
+    "StoreError",
+    "StoreInfo",
+    "StoredResult",
+    "clear_store",
+    "default_store_path",
+    "event_key",
+    "load_results",
+    "namespace",
+]
+
+STORE_VERSION = "car.store/v1"
+DEFAULT_DIR = ".car"
+_FILE = "store.sqlite"
+_CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by car (car-blame).\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    ns TEXT NOT NULL, key TEXT NOT NULL, trace_hash TEXT NOT NULL, kind TEXT NOT NULL,
+    payload BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (ns, key)
+);
+CREATE TABLE IF NOT EXISTS results (
+    rkey TEXT PRIMARY KEY, trace_id TEXT NOT NULL, trace_path TEXT, trace_hash TEXT NOT NULL,
+    report TEXT NOT NULL, created REAL NOT NULL
+);
+"""
+
+
+class RolloutCache(Protocol):
+    """What the runner needs of a store: look a rollout up, put one in (never twice)."""
+
+    def get(self, ns: str, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool: ...
+
+
+class MemoryStore:
+    """A store in memory: preloaded rows plus the rows added since (shipped back by remote workers,
+    which never write the SQLite file themselves: it has one writer)."""
+
+    def __init__(self, rows: Mapping[tuple[str, str], dict[str, Any]] | None = None) -> None:
+        self._rows: dict[tuple[str, str], dict[str, Any]] = dict(rows or {})
+        self.added: list[tuple[str, str, str, str, dict[str, Any]]] = []
+
+    def get(self, ns: str, key: str) -> dict[str, Any] | None:
+        return self._rows.get((ns, key))
+
+    def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool:
+        if (ns, key) in self._rows:
+            return False
+        self._rows[ns, key] = dict(payload)
+        self.added.append((ns, key, trace_hash, kind, dict(payload)))
+        return True
+
+
+class _Foreign(sqlite3.DatabaseError):
+    pass
+
+
+class StoreError(InputError):
+    """The store file cannot be used (corrupted, foreign, newer version, unwritable)."""
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def namespace(
+    trace_hash: str,
+    specs: Mapping[str, str],
+    config: Mapping[str, Any],
+    seed: int,
+    slack: int | None,
+) -> str:
+    """The key prefix shared by every rollout of one trace under one set of components and seed.
+
+    car's own version is part of it: a new release may replay differently (a fixed bug, a changed
+    simulated scenario), and a stale rollout must never be handed back as if it were computed now.
+    """
+    from car import __version__
+
+    return _digest(
+        {
+            "v": STORE_VERSION,
+            "car": __version__,
+            "trace": trace_hash,
+            "specs": dict(specs),
+            "config": dict(config),
+            "seed": seed,
+            "slack": slack,
+        }
+    )
+
+
+def event_key(kind: str, *parts: Any) -> str:
+    """The key of one requested rollout or draw within a namespace."""
+    return _digest([kind, *parts])
+
+
+def default_store_path(cwd: Path | None = None) -> Path:
+    return (cwd or Path.cwd()) / DEFAULT_DIR / _FILE
+
+
+def _prepare_default_dir(directory: Path) -> None:
+    # Keep the store out of version control and out of backups, without asking.
+    directory.mkdir(parents=True, exist_ok=True)
+    ignore = directory / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n", encoding="utf-8")
+    tag = directory / "CACHEDIR.TAG"
+    if not tag.exists():
+        tag.write_text(_CACHEDIR_TAG, encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    path: str
+    bytes: int
+    rollouts: int
+    traces: int
+    results: int
+    by_kind: dict[str, int]
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    trace_id: str
+    trace_path: str | None
+    trace_hash: str
+    report: dict[str, Any]
+    created: float
+
+
+def _way_out(path: Path) -> str:
+    return (
+        f"use another file (--store PATH), run without it (--no-store), "
+        f"or remove it (car cache clear --store {path}"
+        + ("" if path.parent.name == DEFAULT_DIR else " --force")
+        + ")"
+    )
+
+
+class RolloutStore:
+    """A SQLite file of stored rollouts and finished reports. Not thread-safe: one writer."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.path}: no such store")
+        if create:
+            if self.path.parent.name == DEFAULT_DIR:
+                _prepare_default_dir(self.path.parent)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.path}: cannot open the store ({exc}); {_way_out(self.path)}"
+            ) from None
+        try:
+            self._init()
+        except _Foreign as exc:
+            self._db.close()
+            raise StoreError(
+                f"{self.path}: {exc}, not a car store; use another file (--store PATH) "
+                "or run without a store (--no-store)"
+            ) from None
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(
+                f"{self.path}: not a usable car store ({exc}); {_way_out(self.path)}"
+            ) from None
+
+    def _init(self) -> None:
+        db = self._db
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise _Foreign("a SQLite file of another program")
+        db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode survives a killed process (only an OS crash can lose the last commits).
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+        row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        if row is None:
+            with db:
+                db.execute("INSERT INTO meta VALUES ('version', ?)", (STORE_VERSION,))
+                db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
+        elif row[0] != STORE_VERSION:
+            raise sqlite3.DatabaseError(f"store version {row[0]!r}, this car reads {STORE_VERSION!r}")
+
+    # -- rollouts ------------------------------------------------------------------------------
+    def get(self, ns: str, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)).fetchone()
+        if row is None:
+            return None
+        try:
+            payload: dict[str, Any] = json.loads(zlib.decompress(row[0]))
+        except (zlib.error, ValueError) as exc:
+            raise StoreError(
+                f"{self.path}: a stored rollout is damaged ({exc}); {_way_out(self.path)}"
+            ) from None
+        return payload
+
+    def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool:
+        """Store one rollout; False if the key was already there (it is never stored twice)."""
+        blob = zlib.compress(json.dumps(payload, separators=(",", ":")).encode())
+        with self._db:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)",
+                (ns, key, trace_hash, kind, blob, time.time()),
+            )
+        return cur.rowcount == 1
+
+    def rows_for(self, trace_hash: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every stored row of one trace (what a remote worker needs to resume it)."""
+        out = {}
+        for ns, key in self._db.execute(
+            "SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)
+        ).fetchall():
+            payload = self.get(ns, key)
+            if payload is not None:
+                out[ns, key] = payload
+        return out
+
+    def count(self, *, ns: str | None = None, kind: str | None = None) -> int:
+        sql, args = "SELECT COUNT(*) FROM rollouts WHERE 1=1", list[str]()
+        if ns is not None:
+            sql, args = sql + " AND ns=?", [*args, ns]
+        if kind is not None:
+            sql, args = sql + " AND kind=?", [*args, kind]
+        return int(self._db.execute(sql, args).fetchone()[0])
+
+    # -- finished reports ----------------------------------------------------------------------
+    def put_result(
+        self, rkey: str, trace_id: str, trace_path: str | None, trace_hash: str, report: str
+    ) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
+                (rkey, trace_id, trace_path, trace_hash, report, time.time()),
+            )
+
+    def results(self) -> list[StoredResult]:
+        rows = self._db.execute(
+            "SELECT trace_id, trace_path, trace_hash, report, created FROM results "
+            "ORDER BY trace_path, trace_id, created"
+        ).fetchall()
+        out = []
+        for trace_id, trace_path, trace_hash, report, created in rows:
+            try:
+                body = json.loads(report)
+            except ValueError:
+                raise StoreError(
+                    f"{self.path}: a stored report is damaged; {_way_out(self.path)}"
+                ) from None
+            out.append(StoredResult(trace_id, trace_path, trace_hash, body, created))
+        return out
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def info(self) -> StoreInfo:
+        by_kind = dict(self._db.execute("SELECT kind, COUNT(*) FROM rollouts GROUP BY kind").fetchall())
+        traces = self._db.execute("SELECT COUNT(DISTINCT trace_hash) FROM rollouts").fetchone()[0]
+        results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        size = sum(
+            p.stat().st_size
+            for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+            if p.exists()
+        )
+        return StoreInfo(str(self.path), size, sum(by_kind.values()), int(traces), int(results), by_kind)
+
+    def merge_from(self, other: str | Path) -> tuple[int, int]:
+        """Copy the rollouts and reports of another store in; returns (added, already present)."""
+        src = RolloutStore(other, create=False)
+        try:
+            added = skipped = 0
+            with self._db:
+                for row in src._db.execute("SELECT * FROM rollouts"):
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)", row
+                    )
+                    added += cur.rowcount
+                    skipped += 1 - cur.rowcount
+                for row in src._db.execute("SELECT * FROM results"):
+                    self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)", row)
+        finally:
+            src.close()
+        return added, skipped
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+    def __enter__(self) -> RolloutStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_car_store(p: Path) -> bool:
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and str(row[0]).startswith("car.store/")
+
+
+def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
+    """Delete a store file and its WAL companions. A damaged default store (`.car/store.sqlite`)
+    is deleted too; any other file that is not a car store needs `force`, so that a mistyped
+    `--store` never deletes someone else's data."""
+    p = Path(path)
+    if (
+        p.exists()
+        and not force
+        and not (p.parent.name == DEFAULT_DIR and p.name == _FILE)
+        and not _is_car_store(p)
+    ):
+        raise StoreError(f"{p}: not a car store; not deleting it (pass --force to delete it anyway)")
+    removed = []
+    for f in (p, Path(f"{p}-wal"), Path(f"{p}-shm")):
+        if f.exists():
+            f.unlink()
+            removed.append(f)
+    return removed
+
+
+def load_results(source: str | Path) -> Iterator[dict[str, Any]]:
+    """Stored report documents from a store file, a `car.report/v1` JSON file, or a JSONL of batch
+    records: what `car report` re-renders without any new model call."""
+    p = Path(source)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    with p.open("rb") as fh:
+        head = fh.read(16)
+    if head.startswith(b"SQLite format 3"):
+        with RolloutStore(p, create=False) as store:
+            for r in store.results():
+                yield r.report
+        return
+    text = p.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        yield doc.get("report", doc) if doc.get("version", "").startswith("car.record") else doc
+        return
+    if isinstance(doc, list):
+        yield from doc
+        return
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{p}: line {n}: invalid JSON: {exc}") from None
+        if isinstance(rec, dict) and isinstance(rec.get("report"), dict):
+            yield rec["report"]
+        elif isinstance(rec, dict) and rec.get("version") == "car.report/v1":
+            yield rec

@@ -1,0 +1,503 @@
+"""CI outputs (every format validated), gates and exit codes, batch behaviour."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from car.batch import BatchOptions, TraceResult, blame_many, expand_paths
+from car.cli import main
+from car.gates import Gates, final_exit_code
+from car.outputs import (
+    GITHUB_SUMMARY_LIMIT,
+    escape_data,
+    escape_property,
+    fit_bytes,
+    github_annotations,
+    render_output,
+    write_github_summary,
+)
+from car.report import Report
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+PIVOT = str(TRACES / "pivot.json")
+
+DOWN_POLICY = (
+    "class Down:\n"
+    "    spec = 'down'\n"
+    "    async def act(self, decision, key):\n"
+    "        raise ConnectionError('connection refused')\n"
+    "def policy(trace):\n"
+    "    return Down()\n"
+)
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / "down.py").write_text(DOWN_POLICY)
+    (tmp_path / "broken.json").write_text('{"version": "car.trace/v1", "id": ')
+    return tmp_path
+
+
+FAST = ["--samples", "4", "--match-samples", "4", "--no-store"]
+
+
+# -- exit codes ----------------------------------------------------------------------------------
+def test_exit_0_when_done(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["blame", PIVOT, *FAST, "--format", "json"], capsys)
+    assert code == 0
+    Report.model_validate_json(out)  # stdout carries the report and nothing else
+
+
+@pytest.mark.parametrize(
+    ("gate", "expected"),
+    [
+        (["--min-match-rate", "1.0"], 1),
+        (["--min-match-rate", "0.0"], 0),
+        (["--fail-on-blame", "agent"], 1),
+        (["--fail-on-blame", "1"], 1),
+        (["--fail-on-blame", "any"], 1),
+        (["--fail-on-blame", "2"], 0),
+        (["--fail-on-blame", "nobody"], 0),
+        (["--fail-on-abstain"], 0),
+    ],
+)
+def test_gates(work: Path, capsys: pytest.CaptureFixture[str], gate: list[str], expected: int) -> None:
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", "json", *gate], capsys)
+    assert code == expected, err
+    Report.model_validate_json(out)  # the report is written whether or not a gate trips
+    if expected:
+        assert "car: gate:" in err
+        code, _, _ = run(["blame", PIVOT, *FAST, "--format", "json", *gate, "--exit-zero"], capsys)
+        assert code == 0
+
+
+def test_fail_on_abstain_trips_when_car_cannot_name_a_step(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # two samples per step cannot make any effect significant: car abstains
+    args = ["blame", PIVOT, "--samples", "2", "--match-samples", "2", "--no-store", "--format", "json"]
+    code, out, _ = run(args, capsys)
+    assert code == 0 and Report.model_validate_json(out).locus is None
+    assert run([*args, "--fail-on-abstain"], capsys)[0] == 1
+    assert run([*args, "--fail-on-abstain", "--exit-zero"], capsys)[0] == 0
+
+
+def test_exit_2_for_input_errors_even_with_exit_zero(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for extra in ([], ["--exit-zero"]):
+        code, out, err = run(["blame", "broken.json", *FAST, *extra], capsys)
+        assert code == 2 and out == ""
+        assert err.startswith("car: error: broken.json: line 1") and "Traceback" not in err
+    for bad in (
+        ["--shard", "3/2"],
+        ["--report", "pdf=x.pdf"],
+        ["--price", "tokens"],
+        ["--samples", "0"],
+    ):
+        code, _, err = run(["blame", PIVOT, *FAST, *bad, "--exit-zero"], capsys)
+        assert code == 2, bad
+        assert err.count("\n") == 1
+    code, _, err = run(["blame", "nothing-here/*.json", *FAST], capsys)
+    assert code == 2 and "matches no file" in err
+
+
+def test_exit_3_for_backend_failure_and_report_kept(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["blame", PIVOT, *FAST, "--policy", "down.py@policy", "--format", "json"]
+    code, out, err = run(args, capsys)
+    assert code == 3
+    rep = Report.model_validate_json(out)
+    assert rep.status == "backend-errors" and "connection refused" in (rep.first_error or "")
+    assert "too many rollouts errored" in err
+    assert run([*args, "--exit-zero"], capsys)[0] == 0
+
+
+def test_worst_code_wins_in_a_batch() -> None:
+    assert final_exit_code([0, 1, 3]) == 3
+    assert final_exit_code([0, 3, 2, 1]) == 2
+    assert final_exit_code([0, 1]) == 1
+    assert final_exit_code([0, 1, 3], exit_zero=True) == 0
+    assert final_exit_code([1, 2], exit_zero=True) == 2
+    assert final_exit_code([]) == 0
+
+
+def test_batch_keeps_going_and_prints_counts(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["blame", PIVOT, "broken.json", str(TRACES / "or.json"), *FAST, "--format", "jsonl"]
+    code, out, err = run(args, capsys)
+    assert code == 2
+    records = [json.loads(line) for line in out.splitlines()]
+    assert {Path(r["trace"]).name: r["status"] for r in records} == {
+        "broken.json": "input-error",
+        "pivot.json": "ok",
+        "or.json": "ok",
+    }
+    assert "3 traces: 1 input-error, 2 ok" in err
+
+    fast = ["blame", "broken.json", PIVOT, str(TRACES / "or.json"), *FAST, "--format", "jsonl"]
+    code, out, err = run([*fast, "--fail-fast", "--exit-zero"], capsys)
+    assert code == 2
+    assert [json.loads(line)["status"] for line in out.splitlines()] == ["input-error"]
+    assert "stopped early (--fail-fast): 2 traces not attributed" in err
+
+
+def test_batch_backend_down_is_an_error_record(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "blame",
+        PIVOT,
+        str(TRACES / "or.json"),
+        *FAST,
+        "--format",
+        "json",
+        "--policy",
+        "down.py@policy",
+    ]
+    code, out, _ = run(args, capsys)
+    assert code == 3
+    body = json.loads(out)
+    assert body["version"] == "car.batch/v1" and body["counts"] == {"backend-error": 2}
+    assert all(r["report"] is not None for r in body["records"])  # partial results kept
+
+
+def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["blame", str(TRACES), *FAST, "--dry-run"], capsys)
+    assert code == 0
+    assert out.startswith("estimate: 5 traces, ") and out.count("\n") == 1
+    # pivot needs 1 + 3 * 4 = 13 rollouts: 20 allows one trace of the two
+    args = ["blame", PIVOT, str(TRACES / "and.json"), *FAST, "--max-rollouts", "20", "--format", "jsonl"]
+    code, out, _ = run(args, capsys)
+    statuses = sorted(json.loads(line)["status"] for line in out.splitlines())
+    assert statuses == ["budget", "ok"] and code == 1
+    # pivot's estimate: 4 * (3 + 2 + 1) resampling calls + 3 * 4 match draws = 36 policy calls
+    args = [
+        "blame",
+        PIVOT,
+        str(TRACES / "and.json"),
+        *FAST,
+        "--max-policy-calls",
+        "40",
+        "--format",
+        "jsonl",
+    ]
+    code, out, _ = run(args, capsys)
+    records = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["status"] for r in records) == ["budget", "ok"] and code == 1
+    assert any("--max-policy-calls 40" in (r["error"] or "") for r in records)
+
+
+def test_cost_from_usage_and_prices(work: Path) -> None:
+    (work / "metered.py").write_text(
+        "from car.sim import make\n"
+        "class Metered:\n"
+        "    spec = 'metered'\n"
+        "    def __init__(self, inner):\n"
+        "        self.inner = inner\n"
+        "        self.usage = {'input_tokens': 0, 'output_tokens': 0}\n"
+        "    async def act(self, decision, key):\n"
+        "        self.usage['input_tokens'] += 1000\n"
+        "        self.usage['output_tokens'] += 10\n"
+        "        return await self.inner.act(decision, key)\n"
+        "def policy(trace):\n"
+        "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
+    )
+    opts = BatchOptions(
+        policy="metered.py@policy",
+        samples=4,
+        match_samples=4,
+        prices={"input_tokens": 2.0, "output_tokens": 10.0},
+    )
+    [res] = blame_many([PIVOT], options=opts)
+    assert res.report is not None
+    calls = res.report.budget.policy_calls
+    assert res.usage == {"input_tokens": 1000 * calls, "output_tokens": 10 * calls}
+    assert res.cost == pytest.approx(calls * (1000 * 2.0 + 10 * 10.0) / 1e6)
+
+
+# -- formats -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mixed_results(tmp_path_factory: pytest.TempPathFactory) -> list[TraceResult]:
+    d = tmp_path_factory.mktemp("mixed")
+    (d / "broken.json").write_text("[]")
+    opts = BatchOptions(samples=8, match_samples=4, gates=Gates(fail_on_blame=("support",)))
+    return blame_many([PIVOT, str(TRACES / "support-refund.json"), str(d / "broken.json")], options=opts)
+
+
+def test_json_single_validates_against_the_report_schema(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["blame", PIVOT, *FAST, "--format", "json"], capsys)
+    code2, schema_text, _ = run(["schema", "report"], capsys)
+    assert code == code2 == 0
+    doc, schema = json.loads(out), json.loads(schema_text)
+    Report.model_validate(doc)
+    assert set(schema["required"]) <= set(doc) <= set(schema["properties"])
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, schema)
+
+
+def test_json_and_jsonl_batch_shapes(mixed_results: list[TraceResult]) -> None:
+    body = json.loads(render_output("json", mixed_results, batch=True))
+    assert body["version"] == "car.batch/v1"
+    assert body["exit_code"] == 2
+    assert body["counts"] == {"ok": 1, "gate": 1, "input-error": 1}
+    lines = render_output("jsonl", mixed_results, batch=True).splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        rec = json.loads(line)
+        assert rec["version"] == "car.record/v1"
+        if rec["report"] is not None:
+            Report.model_validate(rec["report"])
+
+
+def test_junit_structure(mixed_results: list[TraceResult]) -> None:
+    root = ET.fromstring(render_output("junit", mixed_results, batch=True))
+    assert root.tag == "testsuites"
+    [suite] = root.findall("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [r.label for r in mixed_results]
+    by_name = {c.get("name"): c for c in cases}
+    ok = by_name[PIVOT]
+    assert ok.find("failure") is None and ok.find("error") is None
+    assert "Step 1" in (ok.findtext("system-out") or "")
+    gate = by_name[str(TRACES / "support-refund.json")]
+    failure = gate.find("failure")
+    assert (
+        failure is not None
+        and failure.get("type") == "gate"
+        and "support" in (failure.get("message") or "")
+    )
+    bad = next(c for name, c in by_name.items() if name and name.endswith("broken.json"))
+    error = bad.find("error")
+    assert error is not None and error.get("type") == "input-error"
+
+
+def test_junit_survives_control_characters() -> None:
+    res = TraceResult("evil\x1b[31m\x00.json", None, "input-error", error="bad \x07 byte & <tag>")
+    root = ET.fromstring(render_output("junit", [res], batch=True))
+    case = root.find("testsuite/testcase")
+    assert case is not None and "\\x1b" in (case.get("name") or "")
+    err = case.find("error")
+    assert err is not None and err.get("message") == "bad \\x07 byte & <tag>"
+
+
+def test_github_command_escaping() -> None:
+    assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
+    assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    res = TraceResult("x.json", "x", "input-error", error="line1\nline2: 100%, really")
+    [cmd] = github_annotations([res])
+    assert cmd == "::error title=car%3A input-error::x.json: line1%0Aline2: 100%25, really"
+    # a single line, whatever the trace text holds
+    assert "\n" not in cmd
+
+
+def test_github_annotations_are_capped() -> None:
+    many = [TraceResult(f"t{i}.json", None, "input-error", error="bad") for i in range(25)]
+    cmds = github_annotations(many)
+    assert len([c for c in cmds if c.startswith("::error")]) == 10
+    assert cmds[-1] == "::notice::15 more car errors in the job summary"
+
+
+def test_github_summary_is_appended_and_capped(
+    mixed_results: list[TraceResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("# earlier step output\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    text = render_output("github", mixed_results, batch=True)
+    assert all(line.startswith("::") for line in text.splitlines())  # stdout: commands only
+    assert any(
+        line.startswith("::warning title=car blames step 1 (agent)::") for line in text.splitlines()
+    )
+    body = summary.read_text()
+    assert body.startswith("# earlier step output\n## car blame")
+    assert "| trace | outcome |" in body
+
+    summary.write_text("x" * (GITHUB_SUMMARY_LIMIT - 200))
+    write_github_summary("## car blame\n" + "| a | b |\n" * 1000, summary)
+    data = summary.read_bytes()
+    assert len(data) <= GITHUB_SUMMARY_LIMIT
+    assert data.rstrip().endswith(b"the full report is in the JSON or JSONL output.")
+
+
+def test_fit_bytes_cuts_at_a_line_and_keeps_utf8() -> None:
+    text = "".join(f"| step {i} | é€ |\n" for i in range(10_000))
+    cut = fit_bytes(text, 5000)
+    assert len(cut.encode()) <= 5000
+    assert "Truncated" in cut
+    kept = cut.split("\n\n> **Truncated")[0]
+    assert all(line.endswith("|") for line in kept.splitlines())
+    assert fit_bytes("short\n", 100) == "short\n"
+
+
+def test_markdown_escapes_trace_text() -> None:
+    res = TraceResult("a|b<script>.json", None, "input-error", error="x | y <b>")
+    text = render_output("markdown", [res, res], batch=True)
+    assert "<script>" not in text and "<b>" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| a"))
+    assert row.count(" | ") == 6  # seven cells, the pipe in the name escaped
+    assert "a\\|b&lt;script&gt;.json" in row
+
+
+def test_markdown_and_table_content(mixed_results: list[TraceResult]) -> None:
+    md_text = render_output("markdown", mixed_results, batch=True)
+    assert "3 traces: 1 gate, 1 input-error, 1 ok" in md_text
+    assert "**gate tripped:**" in md_text and "is where the run was decided" in md_text
+    table = render_output("table", mixed_results, batch=True)
+    for head in (
+        "trace",
+        "outcome",
+        "locus or shared credit",
+        "effect [CI]",
+        "match rate",
+        "status",
+        "rollouts",
+    ):
+        assert head in table
+    single = render_output("table", mixed_results[:1], batch=False)
+    assert "rescue [95% CI]" in single
+
+
+def test_several_reports_at_once_and_stdout_only_the_report(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "blame",
+        PIVOT,
+        str(TRACES / "or.json"),
+        *FAST,
+        "--format",
+        "json",
+        "--report",
+        "junit=out/car.xml",
+        "--report",
+        "markdown=out/car.md",
+        "--report",
+        "jsonl=out/car.jsonl",
+    ]
+    code, out, err = run(args, capsys)
+    assert code == 0
+    assert json.loads(out)["version"] == "car.batch/v1"  # stdout: exactly the JSON document
+    ET.parse(work / "out" / "car.xml")
+    assert (work / "out" / "car.md").read_text().startswith("## car blame")
+    assert len((work / "out" / "car.jsonl").read_text().splitlines()) == 2
+    assert "junit report written to out/car.xml" in err
+
+
+def test_quiet_and_heartbeat(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["blame", PIVOT, str(TRACES / "or.json"), *FAST, "--format", "jsonl"]
+    _, _, err = run(args, capsys)
+    assert "car: [1/2]" in err and "car: [2/2]" in err  # plain lines when stderr is not a terminal
+    _, _, err = run([*args, "-q"], capsys)
+    assert err == ""
+    _, _, err = run([*args, "--no-progress"], capsys)
+    assert "car: [1/2]" not in err and "2 traces: 2 ok" in err
+
+
+def test_report_command_rerenders_without_model_calls(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, first, _ = run(
+        ["blame", PIVOT, "--samples", "4", "--match-samples", "4", "--format", "json", "-q"], capsys
+    )
+    assert code == 0
+    # from the store, from the JSON report, and from a JSONL of records: the same report
+    (work / "r.json").write_text(first)
+    run(
+        [
+            "blame",
+            PIVOT,
+            "--samples",
+            "4",
+            "--match-samples",
+            "4",
+            "--format",
+            "jsonl",
+            "-o",
+            "r.jsonl",
+            "-q",
+        ],
+        capsys,
+    )
+    for source in (".car/store.sqlite", "r.json", "r.jsonl"):
+        code, out, err = run(["report", source, "--format", "json"], capsys)
+        assert code == 0, err
+        assert json.loads(out) == json.loads(first)
+    code, out, _ = run(["report", "r.json", "--format", "junit"], capsys)
+    assert code == 0 and ET.fromstring(out).tag == "testsuites"
+    (work / "empty.jsonl").write_text("")
+    code, _, err = run(["report", "empty.jsonl"], capsys)
+    assert code == 2 and "no stored reports" in err
+
+
+def test_expand_paths(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.json").write_text("{}")
+    (tmp_path / "a" / ".car").mkdir()
+    (tmp_path / "a" / ".car" / "y.json").write_text("{}")
+    (tmp_path / "a" / "notes.txt").write_text("")
+    assert expand_paths([tmp_path / "a"]) == [str(tmp_path / "a" / "x.json")]
+    assert expand_paths([f"{tmp_path}/a/*.json", str(tmp_path / "a" / "x.json")]) == [
+        str(tmp_path / "a" / "x.json")
+    ]
+
+
+def test_one_global_concurrency_limit_across_traces(work: Path) -> None:
+    (work / "gauge.py").write_text(
+        "import asyncio, sys, types\n"
+        "from car.sim import make\n"
+        "# the file is loaded once per trace: keep one gauge for all of them\n"
+        "STATE = sys.modules.setdefault('car_test_gauge', types.ModuleType('g')).__dict__\n"
+        "STATE.setdefault('now', 0)\n"
+        "STATE.setdefault('peak', 0)\n"
+        "class Gauge:\n"
+        "    spec = 'gauge'\n"
+        "    def __init__(self, inner):\n"
+        "        self.inner = inner\n"
+        "    async def act(self, decision, key):\n"
+        "        STATE['now'] += 1\n"
+        "        STATE['peak'] = max(STATE['peak'], STATE['now'])\n"
+        "        await asyncio.sleep(0.001)\n"
+        "        STATE['now'] -= 1\n"
+        "        return await self.inner.act(decision, key)\n"
+        "def policy(trace):\n"
+        "    name = trace.replay.policy.split(':', 1)[1]\n"
+        "    return Gauge(make('policy', name, trace, trace.replay.policy))\n"
+    )
+    import sys
+
+    opts = BatchOptions(policy="gauge.py@policy", samples=6, match_samples=2)
+    results = blame_many([TRACES], options=opts, concurrency=3, traces_at_once=5)
+    assert all(r.status == "ok" for r in results)
+    gauge = next(
+        m for name, m in sys.modules.items() if name.startswith("car_plugin_") and hasattr(m, "STATE")
+    )
+    # five traces at once, yet never more than 3 policy calls in flight: the limit is global
+    assert gauge.STATE["peak"] == 3
+
+
+def test_unwritable_output_prints_the_report_instead(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "blocker").write_text("a file, not a directory")
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", "json", "-o", "blocker/r.json"], capsys)
+    assert code == 2
+    Report.model_validate_json(out)
+    assert "blocker/r.json: cannot write the report" in err and "printed it instead" in err

@@ -1,0 +1,68 @@
+"""The Ray executor against a small local Ray instance: same reports as the local executor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from car.batch import BatchOptions, blame_many, plan_batch
+from car.store import RolloutStore
+
+ray = pytest.importorskip("ray")
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    import logging
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_matches_local_and_fills_the_same_store(local_ray: None, tmp_path: Path) -> None:
+    from car.executors.ray import run_ray
+
+    opts = BatchOptions(samples=6, match_samples=3, seed=11)
+    local = {
+        r.trace_id: r
+        for r in blame_many([TRACES], options=opts, store=RolloutStore(tmp_path / "l.sqlite"))
+    }
+
+    store = RolloutStore(tmp_path / "r.sqlite")
+    seen = []
+    results = run_ray(
+        options=opts,
+        store=store,
+        concurrency=3,
+        planned=plan_batch([TRACES], opts),
+        on_result=lambda r: seen.append(r.trace_id),
+    )
+    assert sorted(seen) == sorted(local)
+    for r in results:
+        assert r.report is not None and r.status == "ok"
+        assert r.report.model_dump() == local[r.trace_id].report.model_dump()  # type: ignore[union-attr]
+    with RolloutStore(tmp_path / "l.sqlite") as lstore:
+        assert store.count() == lstore.count()  # every rollout landed in the driver's store once
+    assert len(store.results()) == len(local)
+
+    # resume through Ray: everything comes from the store
+    again = run_ray(options=opts, store=store, concurrency=3, planned=plan_batch([TRACES], opts))
+    assert all(r.fresh_rollouts == 0 and r.stored_rollouts > 0 for r in again)
+    store.close()
+
+
+@pytest.mark.slow
+def test_ray_reports_errors_as_records(local_ray: None, tmp_path: Path) -> None:
+    from car.executors.ray import run_ray
+
+    (tmp_path / "broken.json").write_text("{")
+    opts = BatchOptions(samples=2, match_samples=0)
+    planned = plan_batch([tmp_path / "broken.json", TRACES / "pivot.json"], opts)
+    results = run_ray(options=opts, store=None, concurrency=2, planned=planned)
+    assert [r.status for r in results] == ["input-error", "ok"]

@@ -1,0 +1,335 @@
+"""The resumable store: same reports with and without it, nothing counted twice, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from car.batch import BatchOptions, blame_many
+from car.blame import blame_async
+from car.cli import main
+from car.replay import Plan, Replay
+from car.runner import Runner
+from car.sim import make as sim_make
+from car.store import RolloutStore, StoreError, clear_store
+from car.trace import load_trace
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+
+
+def _report(path: Path, store: RolloutStore | None, **kw: object) -> dict[str, object]:
+    runner = Runner(store) if store is not None else None
+    rep = asyncio.run(blame_async(path, samples=8, seed=5, runner=runner, **kw))  # type: ignore[arg-type]
+    return rep.model_dump()
+
+
+@pytest.mark.parametrize("name", ["pivot", "research-team", "support-refund"])
+def test_store_gives_identical_reports_and_stores_each_rollout_once(tmp_path: Path, name: str) -> None:
+    path = TRACES / f"{name}.json"
+    plain = _report(path, None)
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        first = _report(path, store)
+        rows = store.count()
+        second = _report(path, store)
+        assert store.count() == rows  # the second run added nothing
+    assert first == plain == second
+    trace = load_trace(path)
+    m = len(trace.decision_steps)
+    # one factual rollout (deterministic scorer), 8 per decision step, 8 match draws per step
+    assert rows == 1 + 8 * m + 8 * m
+
+
+def test_budget_counts_a_stored_rollout_once(tmp_path: Path) -> None:
+    path = TRACES / "support-refund.json"
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        r1 = Runner(store)
+        a = asyncio.run(blame_async(path, samples=8, runner=r1))
+        r2 = Runner(store)
+        b = asyncio.run(blame_async(path, samples=8, runner=r2))
+    assert a.budget == b.budget
+    assert r1.stats.fresh == a.budget.rollouts and r1.stats.stored == 0
+    assert r2.stats.stored == a.budget.rollouts and r2.stats.fresh == 0
+    assert r2.stats.fresh_policy_calls == 0
+
+
+def test_more_samples_reuse_the_first_replicates_and_never_duplicate(tmp_path: Path) -> None:
+    path = TRACES / "pivot.json"
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        asyncio.run(blame_async(path, samples=4, match_samples=0, runner=Runner(store)))
+        r = Runner(store)
+        asyncio.run(blame_async(path, samples=8, match_samples=0, runner=r))
+        # replicates 0-3 of each of the 3 arms come from the store, 4-7 are new
+        assert r.stats.stored == 1 + 3 * 4
+        assert r.stats.fresh == 3 * 4
+        assert store.count(kind="run") == 1 + 3 * 8
+
+
+def test_fork_from_a_stored_rollout_matches_a_fresh_fork(tmp_path: Path) -> None:
+    trace = load_trace(TRACES / "research-team.json")
+    comps = [
+        sim_make(k, "research-team", trace, "sim:research-team") for k in ("policy", "env", "scorer")
+    ]
+
+    async def forks(store: RolloutStore | None) -> list[tuple[float | None, str]]:
+        replay: Replay = Replay(trace, *comps, seed=2)
+        if store is not None:
+            replay = Runner(store).bind(replay)
+        out = []
+        for r in range(6):
+            base = await replay.run(Plan.resample_from(trace, 0), r)
+            for step in trace.decision_steps:
+                f = await replay.fork(base, step, trace.steps[step].action)
+                out.append((f.value, "|".join(t.signature() for t in f.turns)))
+        return out
+
+    fresh = asyncio.run(forks(None))
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        first = asyncio.run(forks(store))
+        n = store.count()
+        second = asyncio.run(forks(store))  # every run and fork now comes from the store
+        assert store.count() == n
+    assert fresh == first == second
+
+
+def test_errored_rollouts_are_not_stored_so_resume_retries_them(tmp_path: Path) -> None:
+    plugin = tmp_path / "flaky.py"
+    plugin.write_text(
+        "from car.sim import make\n"
+        "class Down:\n"
+        "    spec = 'flaky'\n"
+        "    async def act(self, decision, key):\n"
+        "        raise ConnectionError('backend down')\n"
+        "def policy(trace):\n"
+        "    return Down()\n"
+    )
+    path = TRACES / "pivot.json"
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        rep = asyncio.run(
+            blame_async(
+                path, policy=f"{plugin}@policy", samples=4, match_samples=0, runner=Runner(store)
+            )
+        )
+        assert rep.status == "backend-errors"
+        assert store.count(kind="run") == 1  # only the factual arm (copied, scored) finished
+
+
+def test_default_store_dir_has_gitignore_and_cachedir_tag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert (
+        _run_main(["blame", str(TRACES / "pivot.json"), "--samples", "4", "-q", "--format", "json"]) == 0
+    )
+    assert (tmp_path / ".car" / ".gitignore").read_text() == "*\n"
+    assert (
+        (tmp_path / ".car" / "CACHEDIR.TAG")
+        .read_text()
+        .startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    )
+    assert (tmp_path / ".car" / "store.sqlite").exists()
+
+
+def _run_main(argv: list[str]) -> int:
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_corrupted_and_foreign_stores_give_one_line_and_the_way_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database at all" * 100)
+    code = _run_main(["blame", str(TRACES / "pivot.json"), "--store", str(bad), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert str(bad) in err and "--store PATH" in err and "--no-store" in err and "car cache clear" in err
+
+    foreign = tmp_path / "other.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE accounts (id INTEGER)")
+    db.commit()
+    db.close()
+    code = _run_main(["blame", str(TRACES / "pivot.json"), "--store", str(foreign), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "another program" in err and err.count("\n") == 1
+    # clearing refuses to delete a file that car did not make, unless forced
+    with pytest.raises(StoreError, match="--force"):
+        clear_store(foreign)
+    assert foreign.exists()
+    assert clear_store(foreign, force=True) == [foreign]
+
+    code = _run_main(["cache", "info", "--store", str(bad)])
+    assert code == 2 and "Traceback" not in capsys.readouterr().err
+
+
+def test_damaged_payload_is_a_clear_error(tmp_path: Path) -> None:
+    path = TRACES / "pivot.json"
+    store_path = tmp_path / "s.sqlite"
+    with RolloutStore(store_path) as store:
+        asyncio.run(blame_async(path, samples=2, match_samples=0, runner=Runner(store)))
+    db = sqlite3.connect(store_path)
+    db.execute("UPDATE rollouts SET payload = x'00112233'")
+    db.commit()
+    db.close()
+    with RolloutStore(store_path) as store, pytest.raises(StoreError, match="damaged"):
+        asyncio.run(blame_async(path, samples=2, match_samples=0, runner=Runner(store)))
+
+
+def test_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    assert (
+        _run_main(["blame", str(TRACES / "pivot.json"), "--samples", "2", "--store", str(store), "-q"])
+        == 0
+    )
+    capsys.readouterr()
+    assert _run_main(["cache", "info", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "over 1 traces" in out and "1 reports" in out
+    assert _run_main(["cache", "clear", "--store", str(store)]) == 0
+    assert not store.exists()
+
+
+def test_shards_partition_the_batch_and_merge_recombines(tmp_path: Path) -> None:
+    opts = BatchOptions(samples=4, match_samples=2)
+    whole = {r.trace_id: r.report.model_dump() for r in blame_many([TRACES], options=opts)}  # type: ignore[union-attr]
+    seen: list[str] = []
+    stores = []
+    for k in (1, 2, 3):
+        s = RolloutStore(tmp_path / f"shard{k}.sqlite")
+        stores.append(s.path)
+        for r in blame_many([TRACES], options=opts, store=s, shard=(k, 3)):
+            assert r.report is not None
+            assert r.report.model_dump() == whole[r.trace_id]
+            seen.append(r.trace_id or "")
+        s.close()
+    assert sorted(seen) == sorted(whole)  # every trace in exactly one shard
+    assert _run_main(["merge", str(tmp_path / "all.sqlite"), *map(str, stores)]) == 0
+    with RolloutStore(tmp_path / "all.sqlite") as merged:
+        runs = [r for r in blame_many([TRACES], options=opts, store=merged)]
+        assert all(r.fresh_rollouts == 0 for r in runs)  # everything came from the merged store
+        assert len(merged.results()) == len(whole)
+
+
+SLOW_POLICY = """
+import asyncio
+from car.sim import make
+
+class Slow:
+    def __init__(self, inner):
+        self.inner = inner
+        self.spec = "slow-sim"
+    async def act(self, decision, key):
+        await asyncio.sleep(0.01)
+        return await self.inner.act(decision, key)
+
+def policy(trace):
+    name = trace.replay.policy.split(":", 1)[1]
+    return Slow(make("policy", name, trace, trace.replay.policy))
+"""
+
+
+def _car(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "car", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _records(path: Path) -> dict[str, dict[str, object]]:
+    import json
+
+    out = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        out[rec["trace_id"]] = rec
+    return out
+
+
+ARGS = [
+    "blame",
+    str(TRACES),
+    "--policy",
+    "slow.py@policy",
+    "--samples",
+    "12",
+    "--match-samples",
+    "4",
+    "--concurrency",
+    "2",
+    "--format",
+    "jsonl",
+    "--no-progress",
+]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run of the batch: its records and its store."""
+    d = tmp_path_factory.mktemp("reference")
+    (d / "slow.py").write_text(SLOW_POLICY)
+    ref = _car(*ARGS, "--store", "ref.sqlite", "-o", "ref.jsonl", cwd=d)
+    assert ref.wait(timeout=300) == 0
+    return d
+
+
+@pytest.mark.parametrize(
+    ("how", "expected_rc"), [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)]
+)
+def test_interrupt_mid_batch_then_resume_is_identical_with_no_duplicates(
+    tmp_path: Path, reference: Path, how: signal.Signals, expected_rc: int
+) -> None:
+    (tmp_path / "slow.py").write_text(SLOW_POLICY)
+    with RolloutStore(reference / "ref.sqlite") as ref_store:
+        total_runs = ref_store.count(kind="run")
+        total_rows = ref_store.count()
+
+    victim = _car(*ARGS, "--store", "run.sqlite", "-o", "run.jsonl", cwd=tmp_path)
+    store_file = tmp_path / "run.sqlite"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until a real part of the work is stored
+        if store_file.exists():
+            try:
+                db = sqlite3.connect(f"file:{store_file}?mode=ro", uri=True)
+                at = db.execute("SELECT COUNT(*) FROM rollouts WHERE kind='run'").fetchone()[0]
+                db.close()
+            except sqlite3.Error:
+                at = 0
+            if at >= total_runs // 3:
+                break
+        time.sleep(0.02)
+    victim.send_signal(how)
+    assert victim.wait(timeout=60) == expected_rc
+    with RolloutStore(store_file) as s:
+        runs_at_kill = s.count(kind="run")
+    assert 0 < runs_at_kill < total_runs  # interrupted in the middle
+
+    streamed = _records(tmp_path / "run.jsonl") if (tmp_path / "run.jsonl").exists() else {}
+    resumed = _car(*ARGS, "--store", "run.sqlite", "-o", "run2.jsonl", cwd=tmp_path)
+    assert resumed.wait(timeout=300) == 0
+    final = _records(tmp_path / "run2.jsonl")
+    expected = _records(reference / "ref.jsonl")
+    assert set(final) == set(expected)
+    for tid, rec in final.items():
+        assert rec["report"] == expected[tid]["report"], tid
+    for tid, rec in streamed.items():  # what finished before the interruption was already written
+        assert rec["report"] == expected[tid]["report"]
+    with RolloutStore(store_file) as s:
+        assert s.count(kind="run") == total_runs  # no rollout stored twice, none missing
+        assert s.count() == total_rows
+    fresh = sum(r["rollouts"]["fresh"] for r in final.values())  # type: ignore[index]
+    stored = sum(r["rollouts"]["stored"] for r in final.values())  # type: ignore[index]
+    assert stored == runs_at_kill  # every rollout done before the interruption was reused...
+    assert fresh == total_runs - runs_at_kill  # ...and only the missing ones were computed
