@@ -80,7 +80,16 @@ def _root(
 
 @app.command()
 def blame(
-    trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
+    trace: Annotated[
+        Path,
+        typer.Argument(help="A trace file: car's own or any format car imports.", show_default=False),
+    ],
+    source_format: Annotated[
+        str, typer.Option("--from", help="Format of the trace file (see `car import --help`).")
+    ] = "auto",
+    item: Annotated[
+        int | None, typer.Option(help="Which run of a file that holds several (0-based).")
+    ] = None,
     policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
     env: Annotated[
         str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
@@ -100,8 +109,10 @@ def blame(
     global _DEBUG
     _DEBUG = debug
     from car.blame import blame_async
+    from car.importers import load_any
     from car.render import render_json
 
+    loaded = load_any(trace, source_format, item)
     err = _stderr()
     bar = Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -122,7 +133,7 @@ def blame(
     with bar:
         report = asyncio.run(
             blame_async(
-                trace,
+                loaded,
                 policy=policy,
                 env=env,
                 scorer=scorer,
@@ -158,17 +169,72 @@ def blame(
 
 @app.command()
 def validate(
-    trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
+    trace: Annotated[
+        Path,
+        typer.Argument(
+            help="A trace file (any format car imports) or a directory of them.", show_default=False
+        ),
+    ],
+    source_format: Annotated[
+        str, typer.Option("--from", help="Format of the file(s); default: sniffed per file.")
+    ] = "auto",
 ) -> None:
-    """Check a trace file; print a one-line summary."""
-    from car.trace import load_trace
+    """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
+    if trace.is_dir():
+        from car.importers.batch import check_path, render_rows
 
-    t = load_trace(trace)
-    actors = sorted({s.actor for s in t.steps})
-    print(
-        f"{trace}: ok: {t.version}, {len(t.steps)} steps, {len(t.decision_steps)} decision steps, "
-        f"actors {', '.join(actors)}"
-    )
+        rows = check_path(trace, source_format)
+        if not rows:
+            raise CarError(f"{trace}: no trace files (*.json, *.jsonl, *.eval) under this directory")
+        sys.stdout.write(render_rows(rows, trace))
+        if any(r.error is not None for r in rows):
+            raise SystemExit(2)
+        return
+    from car.importers import import_file
+
+    for i, t in enumerate(import_file(trace, source_format)):
+        actors = sorted({s.actor for s in t.steps})
+        where = (
+            f"{trace}"
+            if t.source is None or t.source.locator in (None, "$")
+            else f"{trace} ({t.source.locator})"
+        )
+        origin = ""
+        if t.source is not None and t.fidelity is not None:
+            n = len(t.fidelity.warnings)
+            origin = (
+                f" from {t.source.format}, fidelity class {t.fidelity.class_}"
+                f"{f', {n} warning' + ('s' if n != 1 else '') if n else ''}"
+            )
+        del i
+        print(
+            f"{where}: ok: {t.version}{origin}, {len(t.steps)} steps, {len(t.decision_steps)} decision "
+            f"steps, actors {', '.join(actors)}"
+        )
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A trace in a foreign format.", show_default=False)],
+    source_format: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="auto (sniff), car, who-and-when, tau-bench, inspect, otel, openai-responses, "
+            "anthropic, openai-chat, or an installed importer plugin.",
+        ),
+    ] = "auto",
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write the trace here (a directory for several runs)."),
+    ] = None,
+    item: Annotated[int | None, typer.Option(help="Import only this run (0-based).")] = None,
+) -> None:
+    """Convert a foreign trace (chat log, OTLP spans, Inspect log, ...) into a car trace."""
+    from car.importers.convert import write_imported
+
+    for line in write_imported(file, source_format, output, item):
+        print(line, file=sys.stderr)
 
 
 @app.command()
