@@ -17,7 +17,7 @@ from car.trace import ToolCall, Trace
 
 __all__ = ["AnthropicMessages"]
 
-_ANTHROPIC_BLOCKS = {
+_ANTHROPIC_BLOCKS = (
     "tool_use",
     "tool_result",
     "thinking",
@@ -25,9 +25,17 @@ _ANTHROPIC_BLOCKS = {
     "server_tool_use",
     "web_search_tool_result",
     "document",
-}
-_ATTACHMENTS = {"image", "document", "file", "container_upload"}
-_COMPACTION = {"compaction", "context_management"}
+)
+_ATTACHMENTS = (
+    "image",
+    "document",
+    "file",
+    "container_upload",
+)
+_COMPACTION = (
+    "compaction",
+    "context_management",
+)
 
 
 def _blocks(messages: Any) -> list[dict[str, Any]]:

@@ -153,7 +153,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
             out_raw = ev.get("output")
             output: dict[str, Any] = out_raw if isinstance(out_raw, dict) else {}
-            choices = output.get("choices") or []
+            choices = (here / "output" / "choices").arr(output.get("choices") or [])
             if choices and isinstance(choices[0], dict) and "message" in choices[0]:
                 out = _message(choices[0]["message"], here / "output" / "choices" / 0 / "message", b)
             else:

@@ -150,10 +150,12 @@ class OpenAIChat:
             return True
         if isinstance(data, dict):
             return _looks_like_messages(data.get("messages"))
+        # A list of requests (JSON Lines): the first one decides; later bad ones get located errors.
         return (
             isinstance(data, list)
             and bool(data)
-            and all(isinstance(r, dict) and _looks_like_messages(r.get("messages")) for r in data[:20])
+            and isinstance(data[0], dict)
+            and _looks_like_messages(data[0].get("messages"))
         )
 
     def convert(self, doc: Document) -> list[Trace]:

@@ -35,8 +35,16 @@ CAPTURE_HINT = (
     "message content was not captured: set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true "
     "(OpenInference: unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS) and record again"
 )
-_LLM_OPS = {"chat", "text_completion", "generate_content", "completion"}
-_AGENT_OPS = {"invoke_agent", "create_agent"}
+_LLM_OPS = (
+    "chat",
+    "text_completion",
+    "generate_content",
+    "completion",
+)
+_AGENT_OPS = (
+    "invoke_agent",
+    "create_agent",
+)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from car.trace import ToolCall, Trace
 
 __all__ = ["OpenAIResponses"]
 
-_ITEM_TYPES = {
+_ITEM_TYPES = (
     "message",
     "function_call",
     "function_call_output",
@@ -31,7 +31,7 @@ _ITEM_TYPES = {
     "computer_call",
     "computer_call_output",
     "item_reference",
-}
+)
 
 
 def _is_items(value: Any) -> bool:

@@ -20,8 +20,14 @@ from car.trace import Outcome, Trace
 __all__ = ["WhoAndWhen"]
 
 _QUALIFIER = re.compile(r"^(?P<agent>.*?)\s*\((?P<what>[^()]*)\)\s*$")
-_HUMAN = {"human", "user_proxy"}
-_TERMINALS = {"computer_terminal", "computerterminal"}
+_HUMAN = (
+    "human",
+    "user_proxy",
+)
+_TERMINALS = (
+    "computer_terminal",
+    "computerterminal",
+)
 _LABELS = ("mistake_agent", "mistake_step", "mistake_reason", "mistake_type")
 _EXTRA = ("question_ID", "level", "is_correct", "is_corrected", "labels")
 
@@ -47,7 +53,7 @@ class WhoAndWhen:
     def sniff(self, data: Any, path: str) -> bool:
         return (
             isinstance(data, dict)
-            and isinstance(data.get("history"), list)
+            and "history" in data
             and ("mistake_step" in data or "mistake_agent" in data)
         )
 
