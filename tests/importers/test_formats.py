@@ -1,4 +1,4 @@
-"""Each importer on a small file of its documented shape: steps, actors, calls, observations, fidelity."""
+"""Each importer on a small file of its documented shape: steps, actors, calls, observations."""
 
 from __future__ import annotations
 
