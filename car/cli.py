@@ -112,7 +112,8 @@ def blame(
     from car.importers import load_any
     from car.render import render_json
 
-    loaded = load_any(trace, source_format, item)
+    # With the defaults, blame loads the file itself (and names it in the report).
+    loaded = trace if source_format == "auto" and item is None else load_any(trace, source_format, item)
     err = _stderr()
     bar = Progress(
         TextColumn("[progress.description]{task.description}"),

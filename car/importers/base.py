@@ -319,13 +319,15 @@ class Builder:
         index = len(self._steps)
         calls: list[ToolCall] = []
         for call in tool_calls:
-            if call.id in self._call_step or any(c.id == call.id for c in calls):
-                # Ids must be unique within a trace for observations to find their call.
-                call = call.model_copy(update={"id": f"{call.id}#{index}"})
+            if any(c.id == call.id for c in calls):
+                # Within one action a result could not tell two calls apart: make the id unique.
+                call = call.model_copy(update={"id": f"{call.id}#{len(calls)}"})
                 self.warn(
-                    "duplicate-call-id", "some tool-call ids repeat; later ones got a #step suffix"
+                    "duplicate-call-id",
+                    "an action repeats a tool-call id; the repeats got a #N suffix",
                 )
             calls.append(call)
+            # Some providers reuse ids across turns: a result answers the latest call with its id.
             self._call_step[call.id] = index
         self._steps.append(
             {

@@ -126,6 +126,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     events = (at / "events").arr(s.get("events") or [], "the sample's events")
     spans: dict[str, tuple[str, str, str | None]] = {}  # id -> (type, name, parent)
     stack: list[str] = []
+    condensed = 0
     for i, raw in enumerate(events):
         here = at / "events" / i
         ev = here.obj(raw, "an event {event, ...}")
@@ -143,6 +144,13 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 _message(m, here / "input" / j, b)
                 for j, m in enumerate((here / "input").arr(ev.get("input") or []))
             ]
+            if not inputs and ev.get("input_refs"):
+                # A condensed log whose message pool the reader did not expand: no exact input.
+                condensed += 1
+                b.warn(
+                    "inputs-unresolved",
+                    "some model inputs are condensed references car could not resolve",
+                )
             tools = [t for t in ev.get("tools") or [] if isinstance(t, dict)]
             system = next((m.content for m in inputs if m.role == "system"), None)
             b.actor(actor, "agent", system_prompt=system, tools=tools)
@@ -159,7 +167,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
             else:
                 out = Message(role="assistant")
                 b.warn("model-output-missing", "some model events have no output (the call failed)")
-            b.step(actor, out.content, out.tool_calls, context=inputs, sampling=sampling)
+            b.step(actor, out.content, out.tool_calls, context=inputs or None, sampling=sampling)
         elif kind == "tool":
             call_id = (here / "id").string(ev.get("id"), "the tool call id")
             result = ev.get("result")
@@ -177,7 +185,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     inp = s.get("input")
     return b.build(
         trace_id=name,
-        fidelity="A",
+        fidelity="A" if not condensed else "B",
         locator=f"sample {sample_id}" + (f" epoch {epoch}" if epoch else ""),
         at=at,
         task=inp if isinstance(inp, str) else "",

@@ -583,7 +583,14 @@ class OtlpJson:
             before = [st for st in steps if (st["span"].start, st["span"].order) <= (t.start, t.order)]
             target = None
             if call_id is not None:
-                target = next((st for st in steps if any(c.id == call_id for c in st["calls"])), None)
+                target = next(
+                    (
+                        st
+                        for st in [*reversed(before), *steps]
+                        if any(c.id == call_id for c in st["calls"])
+                    ),
+                    None,
+                )
             if target is None:
                 for st in reversed(before):
                     answered = {o[0] for o in st["obs"]}
