@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from car.errors import InputError
+from car.errors import CarError, InputError
 from car.importers.base import At, Builder, Document, Importer, read_document
 from car.importers.registry import detect, get_importer, importers, known
 from car.trace import Trace
@@ -57,7 +57,16 @@ def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
         imp = get_importer(fmt)
         if doc.kind not in ("json", "jsonl") and imp.name != "inspect":
             raise InputError(f"{doc.path}: {doc.problem or 'not JSON text'}; expected {imp.description}")
-    traces = imp.convert(doc)
+    try:
+        traces = imp.convert(doc)
+    except CarError:
+        raise
+    except Exception as exc:
+        # A bug in an importer must not become a traceback; --debug shows the chained one.
+        raise InputError(
+            f"{doc.path}: the {imp.name} importer failed: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:160]} (a bug in the importer; --debug shows where)"
+        ) from exc
     if not traces:
         raise InputError(f"{doc.path}: $: expected at least one run ({imp.description}), found none")
     return traces
@@ -80,7 +89,7 @@ def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Tr
         )
         more = f", … ({len(traces)} in all)" if len(traces) > 5 else ""
         raise InputError(
-            f"{path}: holds {len(traces)} runs ({shown}{more}); pick one with --item N, or split "
-            "them with `car import FILE -o DIR`"
+            f"{path}: holds {len(traces)} runs ({shown}{more}); pick one with --item N "
+            "(load_any(path, item=N)), or split them with `car import FILE -o DIR`"
         )
     return traces[0]

@@ -338,3 +338,27 @@ def test_fuzz_mutated_fixtures_raise_only_input_errors(name: str, choice: int, n
         return
     fmt = next(k for k, v in FIXTURE_OF.items() if v == name)
     _convert(fmt, mutated)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.one_of(
+        JSON.map(lambda v: json.dumps(v).encode()),
+        st.binary(max_size=64),
+        st.lists(JSON, min_size=2, max_size=4).map(
+            lambda vs: "\n".join(json.dumps(v) for v in vs).encode()
+        ),
+    ),
+    fmt=st.sampled_from(["auto", *FORMATS]),
+)
+def test_fuzz_the_command_line_never_shows_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, fmt: str
+) -> None:
+    f = tmp_path / "fuzz.json"
+    f.write_bytes(content)
+    code = run(["validate", str(f), "--from", fmt])
+    err = capsys.readouterr().err
+    assert code in (0, 2)
+    assert "Traceback" not in err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith(f"car: error: {f}")

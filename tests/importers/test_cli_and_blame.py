@@ -170,3 +170,29 @@ def test_inspect_logs_read_through_inspect_ai(tmp_path: Path, fixtures: Path) ->
         assert t.steps[0].sampling is not None and t.steps[0].sampling.seed == 7
         assert t.steps[0].observations[0].content == "4"
         assert t.outcome.failed is True
+
+
+class Broken(Shouting):
+    name = "broken"
+
+    def convert(self, doc: Document) -> list[Trace]:
+        raise ZeroDivisionError("oops")
+
+
+class _BrokenEP(_EP):
+    name = "broken"
+
+    def load(self) -> type[Shouting]:
+        return Broken
+
+
+def test_an_importer_bug_is_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(registry, "entry_points", lambda group: [_BrokenEP()])
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"shout": []}))
+    assert run(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{f}: the broken importer failed: ZeroDivisionError: oops" in err
