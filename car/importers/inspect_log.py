@@ -159,6 +159,8 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
             sampling, dropped = sampling_from({**config, "model": ev.get("model")})
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
+            if ev.get("error"):
+                b.warn("model-call-failed", "some model calls failed; their steps have no action")
             out_raw = ev.get("output")
             output: dict[str, Any] = out_raw if isinstance(out_raw, dict) else {}
             choices = (here / "output" / "choices").arr(output.get("choices") or [])
@@ -179,6 +181,12 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 b.observe_orphan(call_id, content, is_error=error is not None)
         elif isinstance(kind, str) and "compact" in kind:
             b.warn("compaction", "the conversation was compacted: later inputs hold a summary")
+    err = s.get("error")
+    if isinstance(err, dict):
+        why = " ".join(str(err.get("message", "")).split())[:160]
+        if b.n_steps == 0:
+            at.fail("a sample with at least one model call", detail=f"the sample errored: {why}")
+        b.warn("sample-error", f"the sample ended with an error: {why}")
     sample_id = s.get("id")
     epoch = s.get("epoch")
     name = f"inspect/{task or Path(doc.path).stem}/{sample_id}" + (f"/epoch-{epoch}" if epoch else "")
