@@ -73,6 +73,7 @@ def add_chat_messages(
 ) -> None:
     """Add an OpenAI-style message list to `b`: one step per user/assistant message."""
     b.actor(assistant, "agent", tools=tools or ())
+    last_legacy: str | None = None
     for i, raw in enumerate(messages):
         here = at / i
         msg = here.obj(raw, "a chat message {role, content}")
@@ -86,7 +87,8 @@ def add_chat_messages(
         if role in ("system", "developer"):
             if b.n_steps == 0:
                 b.actor(assistant, "agent", system_prompt=content)
-            else:
+            else:  # an instruction injected mid-run is an input, like a user turn
+                b.actor(user, "user", stochastic=user_stochastic)
                 b.step(user, content, metadata={"role": role})
             continue
         calls_raw = msg.get("tool_calls")
@@ -109,8 +111,10 @@ def add_chat_messages(
                 b.actor(who, "agent", tools=tools or ())
             legacy = msg.get("function_call")
             if legacy is not None:
+                # The legacy API has no call ids: the next "function" message answers this call.
+                last_legacy = f"fc_{i}"
                 calls.append(
-                    chat_tool_call({"id": f"fc_{i}", "function": legacy}, here / "function_call")
+                    chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call")
                 )
             b.step(who, content, calls, sampling=sampling)
             continue
@@ -119,7 +123,7 @@ def add_chat_messages(
             if call_id is None and role == "tool":
                 call_id = msg.get("id")  # tau2 keys a tool message by the call's id
             if role == "function" and call_id is None:
-                call_id = f"fc_{i - 1}"
+                call_id = last_legacy
             if call_id is None:
                 (here / "tool_call_id").fail("the id of the tool call this message answers", None)
             call_id = (here / "tool_call_id").string(call_id)

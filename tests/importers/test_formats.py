@@ -231,3 +231,31 @@ def test_jsonl_chat_file_holds_one_run_per_line(tmp_path: Path) -> None:
     traces = import_file(f)
     assert [t.steps[1].action.text for t in traces] == ["a0", "a1", "a2"]
     assert traces[2].source is not None and traces[2].source.locator == "line 3: $"
+
+
+def test_legacy_function_calls_and_mid_run_system_messages(tmp_path: Path) -> None:
+    f = tmp_path / "legacy.json"
+    f.write_text(
+        json.dumps(
+            [
+                {"role": "system", "content": "Be helpful."},
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                },
+                {"role": "function", "name": "weather", "content": "snow"},
+                {"role": "system", "content": "Answer in one word."},
+                {"role": "assistant", "content": "Snow."},
+            ]
+        )
+    )
+    t = load_any(f)
+    assert t.actor("assistant").system_prompt == "Be helpful."
+    assert t.steps[1].action.tool_calls[0].raw_arguments == '{"city": "Oslo"}'
+    assert t.steps[1].observations[0].content == "snow"
+    injected = t.steps[2]
+    assert (injected.actor, injected.metadata["role"]) == ("user", "system")
+    assert t.actor("user").kind == "user"
+    assert t.decision_steps == (1, 3)
