@@ -196,3 +196,38 @@ def test_an_importer_bug_is_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert f"{f}: the broken importer failed: ZeroDivisionError: oops" in err
+
+
+class Capturing:
+    """Records the decisions it is asked about and answers with the recorded action."""
+
+    spec = "test:capturing"
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.decisions: list[Decision] = []
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        self.decisions.append(decision)
+        return self.trace.steps[decision.step].action
+
+
+def test_class_a_contexts_reach_the_policy_exactly(fixtures: Path) -> None:
+    import asyncio
+
+    from car.builtins import RecordedEnvironment, ToolCalledScorer
+    from car.replay import Replay
+
+    trace = import_file(fixtures / "otel_genai.json")[0]
+    policy = Capturing(trace)
+    replay = Replay(trace, policy, RecordedEnvironment(trace), ToolCalledScorer("weather"))
+    action = asyncio.run(replay.sample_recorded(1, 0))
+    assert action == trace.steps[1].action
+    (decision,) = policy.decisions
+    assert decision.messages() == trace.steps[1].context
+    assert decision.sampling == trace.steps[1].sampling
+    # the recorded environment serves the imported observations for the recorded calls
+    env = RecordedEnvironment(trace)
+    state = asyncio.run(env.restore(()))
+    result = asyncio.run(env.step(state, 0, "planner", trace.steps[0].action, EventKey(0, 0, 0, "env")))
+    assert {o.call_id: o.content for o in result.observations} == {"call_p": "rain", "call_r": "sun"}
