@@ -39,6 +39,8 @@ __all__ = [
     "load_trace",
     "migrate",
     "parse_trace",
+    "read_bytes",
+    "reject_constant",
 ]
 
 TRACE_VERSION = "car.trace/v1"
@@ -375,18 +377,23 @@ def _is_union_tag(part: str | int) -> bool:
     return isinstance(part, str) and ("[" in part or part in {"str", "dict[str,any]"})
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read and validate a `car.trace/v1` JSON file."""
-    p = Path(path)
+def read_bytes(path: str | Path) -> bytes:
+    """A trace file's bytes; a missing or unreadable file is an `InputError` naming it."""
     source = str(path)
     try:
-        raw = p.read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError(f"{source}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{source}: is a directory, expected a trace file") from None
     except OSError as exc:
         raise InputError(f"{source}: cannot read: {exc.strerror}") from None
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a `car.trace/v1` JSON file."""
+    source = str(path)
+    raw = read_bytes(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -394,7 +401,7 @@ def load_trace(path: str | Path) -> Trace:
     if not text.strip():
         raise InputError(f"{source}: empty file, expected a JSON trace")
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
@@ -404,5 +411,6 @@ def load_trace(path: str | Path) -> Trace:
     return parse_trace(data, source=source)
 
 
-def _reject_constant(name: str) -> float:
+def reject_constant(name: str) -> float:
+    """`json.loads(parse_constant=...)`: NaN and Infinity are not JSON."""
     raise ValueError(f"{name} is not valid JSON")

@@ -31,6 +31,8 @@ from car.trace import (
     ToolCall,
     Trace,
     json_path,
+    read_bytes,
+    reject_constant,
 )
 
 __all__ = [
@@ -74,22 +76,10 @@ class Document:
         return Source(format=fmt, path=self.path, locator=locator, content_hash=self.sha256)
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def read_document(path: str | Path) -> Document:
     """Read a file; parse it as JSON or JSON Lines when it is text. Unreadable files raise InputError."""
-    p = Path(path)
     source = str(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a directory, expected a trace file") from None
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror}") from None
+    raw = read_bytes(path)
     if raw[:4] == b"PK\x03\x04":
         return Document(source, raw, "zip")
     try:
@@ -99,7 +89,7 @@ def read_document(path: str | Path) -> Document:
     if not text.strip():
         return Document(source, raw, "other", problem="empty file")
     try:
-        return Document(source, raw, "json", json.loads(text, parse_constant=_reject_constant))
+        return Document(source, raw, "json", json.loads(text, parse_constant=reject_constant))
     except json.JSONDecodeError as exc:
         first = exc
     except (ValueError, RecursionError) as exc:
@@ -110,7 +100,7 @@ def read_document(path: str | Path) -> Document:
         if not line.strip():
             continue
         try:
-            items.append(json.loads(line, parse_constant=_reject_constant))
+            items.append(json.loads(line, parse_constant=reject_constant))
         except (ValueError, RecursionError):
             # Not JSON Lines either: report the whole-file JSON error, which is the likelier intent.
             where = f"line {first.lineno} column {first.colno}"
@@ -199,7 +189,7 @@ def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
         if not value.strip():
             return {}, value
         try:
-            parsed = json.loads(value, parse_constant=_reject_constant)
+            parsed = json.loads(value, parse_constant=reject_constant)
         except (ValueError, RecursionError):
             return {"_unparsed": value}, value
         if isinstance(parsed, dict):
