@@ -193,7 +193,7 @@ def validate(
         return
     from car.importers import import_file
 
-    for i, t in enumerate(import_file(trace, source_format)):
+    for t in import_file(trace, source_format):
         actors = sorted({s.actor for s in t.steps})
         where = (
             f"{trace}"
@@ -207,7 +207,6 @@ def validate(
                 f" from {t.source.format}, fidelity class {t.fidelity.class_}"
                 f"{f', {n} warning' + ('s' if n != 1 else '') if n else ''}"
             )
-        del i
         print(
             f"{where}: ok: {t.version}{origin}, {len(t.steps)} steps, {len(t.decision_steps)} decision "
             f"steps, actors {', '.join(actors)}"
