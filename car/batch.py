@@ -83,15 +83,11 @@ def expand_paths(items: Sequence[str | Path]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load_any_trace(path: str) -> Trace:
-    """Load a trace with the richest loader installed (foreign formats when importers exist)."""
-    try:
-        from car import importers  # type: ignore[attr-defined,unused-ignore]
+def load_any_trace(path: str, fmt: str = "auto", item: int | None = None) -> Trace:
+    """Load a trace in car's own format or any format car imports."""
+    from car.importers import load_any
 
-        loader: Callable[[str], Trace] = importers.load_any
-    except (ImportError, AttributeError):
-        from car.trace import load_trace as loader
-    return loader(path)
+    return load_any(path, fmt, item)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -131,6 +127,8 @@ class BatchOptions:
     gates: Gates = field(default_factory=Gates)
     prices: Mapping[str, float] = field(default_factory=dict)  # USD per million of each usage counter
     debug: bool = False
+    source_format: str = "auto"  # --from: the importer to use (auto-detected by default)
+    item: int | None = None  # --item: which run of a file that holds several
 
     def blame_kwargs(self) -> dict[str, Any]:
         return {
@@ -367,7 +365,7 @@ def plan_batch(
     planned: list[_Planned] = []
     for path in expand_paths(paths):
         try:
-            trace = load_any_trace(path)
+            trace = load_any_trace(path, options.source_format, options.item)
         except CarError as exc:
             if options.debug:
                 raise

@@ -22,12 +22,13 @@ import numpy as np
 
 from car.errors import InputError
 from car.estimators.contrastive import ContrastiveResult, Interval, estimate_contrastive
+from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Plan, Replay, Rollout
 from car.report import Budget, Estimate, Report, Specs, StepReport
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import clopper_pearson
-from car.trace import Action, Trace, load_trace
+from car.trace import Action, Trace
 
 if TYPE_CHECKING:
     from car.runner import Runner
@@ -128,7 +129,9 @@ async def blame_async(
     path = None
     if not isinstance(trace, Trace):
         path = str(trace)
-        trace = load_trace(trace)
+        trace = load_any(trace)
+    elif trace.source is not None:
+        path = trace.source.path
     decisions = trace.decision_steps
     if not decisions:
         raise InputError(
@@ -319,6 +322,9 @@ def _report(
         if len(shared) >= 2:
             notes.append(f"credit looks shared: steps {_join(shared)} each carry a significant drop")
 
+    if trace.fidelity is not None:
+        notes += [f"import: {w.message}" for w in trace.fidelity.warnings]
+
     errored = c.errors
     status: Literal["ok", "backend-errors"] = "ok"
     if c.rollouts and errored / c.rollouts > max_error_rate:
@@ -345,6 +351,7 @@ def _report(
         trace_id=trace.id,
         trace_path=path,
         trace_hash=trace.content_hash(),
+        fidelity=trace.fidelity.class_ if trace.fidelity is not None else None,
         status=status,
         headline="",
         locus=locus,

@@ -81,6 +81,12 @@ def blame(
         list[Path],
         typer.Argument(help="Trace files, directories of traces, or globs.", show_default=False),
     ],
+    source_format: Annotated[
+        str, typer.Option("--from", help="Format of the trace files (see `car import --help`).")
+    ] = "auto",
+    item: Annotated[
+        int | None, typer.Option(help="Which run of a file that holds several (0-based).")
+    ] = None,
     policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
     env: Annotated[
         str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
@@ -168,6 +174,8 @@ def blame(
             gates=Gates(min_match_rate, fail_on_abstain, tuple(fail_on_blame or ())),
             prices=parse_prices(price or []),
             debug=debug,
+            source_format=source_format,
+            item=item,
         ),
         fmt=fmt,
         output=output,
@@ -193,17 +201,71 @@ def blame(
 
 @app.command()
 def validate(
-    trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
+    trace: Annotated[
+        Path,
+        typer.Argument(
+            help="A trace file (any format car imports) or a directory of them.", show_default=False
+        ),
+    ],
+    source_format: Annotated[
+        str, typer.Option("--from", help="Format of the file(s); default: sniffed per file.")
+    ] = "auto",
 ) -> None:
-    """Check a trace file; print a one-line summary."""
-    from car.trace import load_trace
+    """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
+    if trace.is_dir():
+        from car.importers.batch import check_path, render_rows
 
-    t = load_trace(trace)
-    actors = sorted({s.actor for s in t.steps})
-    print(
-        f"{trace}: ok: {t.version}, {len(t.steps)} steps, {len(t.decision_steps)} decision steps, "
-        f"actors {', '.join(actors)}"
-    )
+        rows = check_path(trace, source_format)
+        if not rows:
+            raise CarError(f"{trace}: no trace files (*.json, *.jsonl, *.eval) under this directory")
+        sys.stdout.write(render_rows(rows, trace))
+        if any(r.error is not None for r in rows):
+            raise SystemExit(2)
+        return
+    from car.importers import import_file
+
+    for t in import_file(trace, source_format):
+        actors = sorted({s.actor for s in t.steps})
+        where = (
+            f"{trace}"
+            if t.source is None or t.source.locator in (None, "$")
+            else f"{trace} ({t.source.locator})"
+        )
+        origin = ""
+        if t.source is not None and t.fidelity is not None:
+            n = len(t.fidelity.warnings)
+            origin = (
+                f" from {t.source.format}, fidelity class {t.fidelity.class_}"
+                f"{f', {n} warning' + ('s' if n != 1 else '') if n else ''}"
+            )
+        print(
+            f"{where}: ok: {t.version}{origin}, {len(t.steps)} steps, {len(t.decision_steps)} decision "
+            f"steps, actors {', '.join(actors)}"
+        )
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A trace in a foreign format.", show_default=False)],
+    source_format: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="auto (sniff), car, who-and-when, tau-bench, inspect, otel, openai-responses, "
+            "anthropic, openai-chat, or an installed importer plugin.",
+        ),
+    ] = "auto",
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write the trace here (a directory for several runs)."),
+    ] = None,
+    item: Annotated[int | None, typer.Option(help="Import only this run (0-based).")] = None,
+) -> None:
+    """Convert a foreign trace (chat log, OTLP spans, Inspect log, ...) into a car trace."""
+    from car.importers.convert import write_imported
+
+    for line in write_imported(file, source_format, output, item):
+        print(line, file=sys.stderr)
 
 
 @app.command()

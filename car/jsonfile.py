@@ -16,7 +16,15 @@ from pydantic import ValidationError
 
 from car.errors import InputError
 
-__all__ = ["PathError", "describe_validation_error", "json_path", "kind_of", "read_json"]
+__all__ = [
+    "PathError",
+    "describe_validation_error",
+    "json_path",
+    "kind_of",
+    "read_bytes",
+    "read_json",
+    "reject_constant",
+]
 
 
 class PathError(ValueError):
@@ -42,17 +50,23 @@ def kind_of(value: Any) -> str:
     )
 
 
-def read_json(path: str | Path, *, what: str) -> Any:
-    """Parse a JSON file; `what` names the expected content in errors ("a JSON trace")."""
+def read_bytes(path: str | Path, *, what: str = "a trace") -> bytes:
+    """A file's bytes; a missing or unreadable file is an `InputError` naming it."""
     source = str(path)
     try:
-        raw = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError(f"{source}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{source}: is a directory, expected {what} file") from None
     except OSError as exc:
         raise InputError(f"{source}: cannot read: {exc.strerror}") from None
+
+
+def read_json(path: str | Path, *, what: str) -> Any:
+    """Parse a JSON file; `what` names the expected content in errors ("a JSON trace")."""
+    source = str(path)
+    raw = read_bytes(path, what=what)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -60,16 +74,19 @@ def read_json(path: str | Path, *, what: str) -> Any:
     if not text.strip():
         raise InputError(f"{source}: empty file, expected {what}")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
         ) from None
     except ValueError as exc:
         raise InputError(f"{source}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{source}: invalid JSON: nested too deeply") from None
 
 
-def _reject_constant(name: str) -> float:
+def reject_constant(name: str) -> float:
+    """For `json.loads(parse_constant=...)`: NaN and Infinity are not JSON."""
     raise ValueError(f"{name} is not valid JSON")
 
 

@@ -178,7 +178,19 @@ def render_table(report: Report, console: Console) -> None:
         f"policy={report.specs.policy} env={report.specs.env} scorer={report.specs.scorer}"
     )
     lines.append(spec_line)
+    if report.fidelity is not None:
+        lines.append(Text(fidelity_line(report.fidelity)))
     console.print(Group(table, *extra, *lines))
+
+
+def fidelity_line(fidelity: str) -> str:
+    """What the trace's fidelity class means for this report, in one line."""
+    from car.trace import FIDELITY_CLASSES
+
+    line = f"trace fidelity: class {fidelity} ({FIDELITY_CLASSES.get(fidelity, 'unknown')})"
+    if fidelity == "C":
+        line += "; counterfactual replay needs a backend that can role-play each agent from its prompt"
+    return line
 
 
 def _shapley_table(report: Report) -> Table:

@@ -21,14 +21,18 @@ from car.errors import InputError
 from car.jsonfile import PathError, describe_validation_error, json_path, kind_of, read_json
 
 __all__ = [
+    "FIDELITY_CLASSES",
     "TRACE_VERSION",
     "Action",
     "Actor",
+    "Fidelity",
+    "FidelityWarning",
     "Message",
     "Observation",
     "Outcome",
     "ReplaySpecs",
     "Sampling",
+    "Source",
     "Step",
     "ToolCall",
     "Trace",
@@ -172,6 +176,40 @@ class ReplaySpecs(_Model):
     scorer: str | None = None
 
 
+class Source(_Model):
+    """Where an imported trace came from: the format, the file, the place inside it, its content."""
+
+    format: str = Field(min_length=1)
+    path: str | None = None
+    locator: str | None = Field(
+        default=None, description="where in the file this run sits (a JSON path, trace id, sample)"
+    )
+    content_hash: str | None = Field(default=None, description="sha256 of the file's bytes")
+
+
+FIDELITY_CLASSES: dict[str, str] = {
+    "A": "exact per-call inputs recorded",
+    "B": "conversation only: each input is rebuilt from the message prefix",
+    "C": "speaker and text only: no tools, sampling parameters or per-agent view",
+}
+
+
+class FidelityWarning(_Model):
+    """One concrete gap in what was recorded (`code` is stable, `message` says what and the fix)."""
+
+    code: str = Field(min_length=1)
+    message: str
+
+
+class Fidelity(_Model):
+    """How faithfully a trace records what each actor saw (see `FIDELITY_CLASSES`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    class_: Literal["A", "B", "C"] = Field(alias="class")
+    warnings: tuple[FidelityWarning, ...] = ()
+
+
 class Trace(_Model):
     """A recorded agent run."""
 
@@ -183,6 +221,8 @@ class Trace(_Model):
     outcome: Outcome = Outcome()
     replay: ReplaySpecs | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    source: Source | None = None
+    fidelity: Fidelity | None = None
 
     @field_validator("steps")
     @classmethod
@@ -242,7 +282,7 @@ class Trace(_Model):
 
     def to_json(self) -> str:
         """The trace as a JSON document (defaults omitted, version first)."""
-        body = self.model_dump(mode="json", exclude_defaults=True)
+        body = self.model_dump(mode="json", exclude_defaults=True, by_alias=True)
         body.pop("version", None)
         return json.dumps({"version": self.version, **body}, indent=2, ensure_ascii=False) + "\n"
 

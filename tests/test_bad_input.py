@@ -49,8 +49,8 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
     "trailing-comma": ('{"version": "car.trace/v1",}', "line 1 column"),
     "nan-constant": ('{"version": "car.trace/v1", "x": NaN}', "NaN is not valid JSON"),
     "binary": (b"\xff\xfe\x00garbage", "not UTF-8"),
-    "array-root": ("[1, 2]", "$: expected a JSON object"),
-    "string-root": ('"trace"', "$: expected a JSON object"),
+    "array-root": ("[1, 2]", "not a trace format car recognises"),
+    "string-root": ('"trace"', "not a trace format car recognises"),
     "no-version": (_edit(_delete(["version"])), "$.version: missing"),
     "unknown-version": (_edit(_set(["version"], "car.trace/v0")), "$.version: unknown version"),
     "version-number": (_edit(_set(["version"], 1)), "$.version: unknown version"),
@@ -141,8 +141,8 @@ def test_bad_trace_gives_one_line_and_exit_2(run_cli, tmp_path: Path, name: str,
 def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = run_cli("blame", tmp_path / "nope.json")
     assert r.code == 2 and "nope.json: no such file" in r.err
-    r = run_cli("validate", tmp_path)
-    assert r.code == 2 and "is a directory" in r.err
+    r = run_cli("validate", tmp_path)  # a directory is a batch: an empty one is an input error
+    assert r.code == 2 and "no trace files (*.json, *.jsonl, *.eval) under this directory" in r.err
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,174 @@
+"""Anthropic Messages conversations (fidelity class B: the conversation only).
+
+`{system?, messages: [{role: user|assistant, content: str | [blocks]}], tools?, model?, ...}`, a bare
+message list, or a JSON array / JSON Lines of such requests. Blocks: `text`; `tool_use {id, name,
+input}` (arguments are an object: there is no raw string to keep); `tool_result {tool_use_id, content,
+is_error}` becomes an observation of the step that made the call; `thinking` is kept in step metadata;
+images and documents are not imported (a warning says so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from car.importers.base import At, Builder, Document, sampling_from, text_of
+from car.trace import ToolCall, Trace
+
+__all__ = ["AnthropicMessages"]
+
+_ANTHROPIC_BLOCKS = (
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+    "document",
+)
+_ATTACHMENTS = (
+    "image",
+    "document",
+    "file",
+    "container_upload",
+)
+_COMPACTION = (
+    "compaction",
+    "context_management",
+)
+
+
+def _blocks(messages: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if isinstance(messages, list):
+        for m in messages[:200]:
+            if isinstance(m, dict) and isinstance(m.get("content"), list):
+                out += [b for b in m["content"] if isinstance(b, dict)]
+    return out
+
+
+def _is_request(value: Any) -> bool:
+    if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+        return False
+    msgs = value["messages"]
+    if not all(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in msgs[:200]):
+        return False
+    tools = value.get("tools")
+    if isinstance(tools, list) and any(isinstance(t, dict) and "input_schema" in t for t in tools):
+        return True
+    if "system" in value or "stop_reason" in value:
+        return True
+    return any(b.get("type") in _ANTHROPIC_BLOCKS for b in _blocks(msgs))
+
+
+class AnthropicMessages:
+    name = "anthropic"
+    description = "Anthropic Messages conversations ({system?, messages, tools?} with content blocks)"
+
+    def sniff(self, data: Any, path: str) -> bool:
+        if _is_request(data):
+            return True
+        if isinstance(data, list) and data and all(isinstance(m, dict) for m in data[:50]):
+            if all(m.get("role") in ("user", "assistant") for m in data[:200]):
+                return any(b.get("type") in _ANTHROPIC_BLOCKS for b in _blocks(data))
+            return all(_is_request(r) for r in data[:20])
+        return False
+
+    def convert(self, doc: Document) -> list[Trace]:
+        data, at = doc.data, doc.at
+        stem = Path(doc.path).stem
+        if isinstance(data, dict) or (
+            isinstance(data, list) and data and isinstance(data[0], dict) and "role" in data[0]
+        ):
+            return [self._one(doc, data, at, "$", stem)]
+        records = at.arr(data, "an Anthropic request {system?, messages} or a list of them")
+        return [
+            self._one(doc, r, at / i, (at / i).where(), f"{stem}-{i}") for i, r in enumerate(records)
+        ]
+
+    def _one(self, doc: Document, record: Any, at: At, locator: str, default_id: str) -> Trace:
+        b = Builder(doc, self.name)
+        sampling = None
+        tools: list[dict[str, Any]] = []
+        system = ""
+        if isinstance(record, list):
+            messages, msg_at = record, at
+        else:
+            req = at.obj(record, "an Anthropic request {system?, messages, tools?}")
+            msg_at = at / "messages"
+            messages = msg_at.arr(req.get("messages"), "a list of messages")
+            system = text_of(req.get("system"), at / "system")
+            for i, t in enumerate((at / "tools").arr(req.get("tools") or [], "a list of tools")):
+                tools.append((at / "tools" / i).obj(t, "a tool definition {name, input_schema}"))
+            sampling, dropped = sampling_from(req)
+            if dropped:
+                b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
+        b.actor("assistant", "agent", system_prompt=system or None, tools=tools)
+        for i, raw in enumerate(messages):
+            here = msg_at / i
+            msg = here.obj(raw, "a message {role, content}")
+            role = (here / "role").string(msg.get("role"), "'user' or 'assistant'")
+            if role not in ("user", "assistant"):
+                (here / "role").fail("'user' or 'assistant' (system is a top-level field)", role)
+            content = msg.get("content")
+            if isinstance(content, str):
+                blocks: list[Any] = [{"type": "text", "text": content}]
+            else:
+                blocks = (here / "content").arr(content, "a string or a list of content blocks")
+            if role == "assistant":
+                self._assistant(b, blocks, here / "content", sampling)
+            else:
+                self._user(b, blocks, here / "content")
+        return b.build(trace_id=default_id, fidelity="B", locator=locator, at=at)
+
+    def _assistant(self, b: Builder, blocks: list[Any], at: At, sampling: Any) -> None:
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        thinking: list[str] = []
+        for j, raw in enumerate(blocks):
+            blk = (at / j).obj(raw, "a content block {type, ...}")
+            kind = (at / j / "type").string(blk.get("type"), "a block type")
+            if kind == "text":
+                texts.append((at / j / "text").string(blk.get("text", "")))
+            elif kind in ("tool_use", "server_tool_use"):
+                name = (at / j / "name").string(blk.get("name"), "the tool name")
+                if not name:
+                    (at / j / "name").fail("a non-empty tool name", name)
+                call_id = (at / j / "id").string(blk.get("id"), "the tool_use id")
+                args = blk.get("input", {})
+                args = (at / j / "input").obj(args, "the tool input as an object")
+                calls.append(ToolCall(id=call_id, name=name, arguments=args))
+            elif kind in ("thinking", "redacted_thinking"):
+                if isinstance(blk.get("thinking"), str):
+                    thinking.append(blk["thinking"])
+            elif kind in _COMPACTION:
+                b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
+            elif kind in _ATTACHMENTS:
+                b.warn("attachments-unresolved", "images or documents were not imported (text only)")
+        meta = {"thinking": "\n".join(thinking)} if thinking else None
+        b.step("assistant", "\n".join(texts), calls, sampling=sampling, metadata=meta)
+
+    def _user(self, b: Builder, blocks: list[Any], at: At) -> None:
+        texts: list[str] = []
+        for j, raw in enumerate(blocks):
+            blk = (at / j).obj(raw, "a content block {type, ...}")
+            kind = (at / j / "type").string(blk.get("type"), "a block type")
+            if kind == "tool_result":
+                call_id = (at / j / "tool_use_id").string(blk.get("tool_use_id"), "the tool_use id")
+                content = text_of(blk.get("content"), at / j / "content")
+                if isinstance(blk.get("content"), list) and any(
+                    isinstance(p, dict) and p.get("type") in _ATTACHMENTS for p in blk["content"]
+                ):
+                    b.warn("attachments-unresolved", "images in tool results were not imported")
+                error = blk.get("is_error") is True
+                if not b.observe(call_id, content, is_error=error):
+                    b.observe_orphan(call_id, content, is_error=error)
+            elif kind == "text":
+                texts.append((at / j / "text").string(blk.get("text", "")))
+            elif kind in _ATTACHMENTS:
+                b.warn("attachments-unresolved", "images or documents were not imported (text only)")
+            elif kind in _COMPACTION:
+                b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
+        if texts:
+            b.actor("user", "user")
+            b.step("user", "\n".join(texts))

@@ -1,0 +1,418 @@
+"""What every importer shares: the file as read (`Document`), located errors (`At`), and `Builder`.
+
+An importer turns one foreign file into car traces. It reports problems as one line naming the file,
+the place inside it and what was expected (`At.fail`), never as a traceback, and it says honestly what
+the file did not record (`Builder.warn`, the fidelity class).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
+
+from pydantic import ValidationError
+
+from car.errors import InputError
+from car.jsonfile import json_path, read_bytes, reject_constant
+from car.trace import (
+    Action,
+    Actor,
+    Fidelity,
+    FidelityWarning,
+    Message,
+    Observation,
+    Outcome,
+    Sampling,
+    Source,
+    Step,
+    ToolCall,
+    Trace,
+)
+
+__all__ = [
+    "At",
+    "Builder",
+    "Document",
+    "Importer",
+    "parse_arguments",
+    "read_document",
+    "sampling_from",
+    "text_of",
+]
+
+Kind = Literal["json", "jsonl", "zip", "other"]
+
+
+@dataclass
+class Document:
+    """A file read once: its bytes, their hash, and the parsed JSON (or JSON Lines) if it is JSON.
+
+    For JSON Lines `data` is the list of parsed lines and `lines[i]` the 1-based line number of item i,
+    so locations read "line 7: $.messages[2]".
+    """
+
+    path: str
+    raw: bytes
+    kind: Kind
+    data: Any = None
+    lines: list[int] = field(default_factory=list)
+    problem: str | None = None  # why the bytes are not JSON, when they are not
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+    @property
+    def at(self) -> At:
+        return At(self, ())
+
+    def source(self, fmt: str, locator: str | None) -> Source:
+        return Source(format=fmt, path=self.path, locator=locator, content_hash=self.sha256)
+
+
+def read_document(path: str | Path) -> Document:
+    """Read a file; parse it as JSON or JSON Lines when it is text. Unreadable files raise InputError."""
+    source = str(path)
+    raw = read_bytes(path)
+    if raw[:4] == b"PK\x03\x04":
+        return Document(source, raw, "zip")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return Document(source, raw, "other", problem=f"byte {exc.start}: not UTF-8 text")
+    if not text.strip():
+        return Document(source, raw, "other", problem="empty file")
+    try:
+        return Document(source, raw, "json", json.loads(text, parse_constant=reject_constant))
+    except json.JSONDecodeError as exc:
+        first = exc
+    except (ValueError, RecursionError) as exc:
+        return Document(source, raw, "other", problem=f"invalid JSON: {exc}")
+    items: list[Any] = []
+    numbers: list[int] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line, parse_constant=reject_constant))
+        except (ValueError, RecursionError):
+            # Not JSON Lines either: report the whole-file JSON error, which is the likelier intent.
+            where = f"line {first.lineno} column {first.colno}"
+            return Document(source, raw, "other", problem=f"{where}: invalid JSON: {first.msg}")
+        numbers.append(n)
+    if len(items) < 2:
+        where = f"line {first.lineno} column {first.colno}"
+        return Document(source, raw, "other", problem=f"{where}: invalid JSON: {first.msg}")
+    return Document(source, raw, "jsonl", items, numbers)
+
+
+def describe(value: Any) -> str:
+    """A short phrase for what a JSON value is, for "expected X, got Y" messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        shown = json.dumps(value, ensure_ascii=False)
+        return f"the string {shown[:40] + '…' if len(shown) > 40 else shown}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class At:
+    """A place inside a document, for one-line errors: `At.fail("a string", got)`."""
+
+    doc: Document
+    loc: tuple[str | int, ...]
+
+    def __truediv__(self, part: str | int) -> At:
+        return At(self.doc, (*self.loc, part))
+
+    def where(self) -> str:
+        if self.doc.kind == "jsonl" and self.loc and isinstance(self.loc[0], int):
+            index = self.loc[0]
+            line = self.doc.lines[index] if index < len(self.doc.lines) else index + 1
+            return f"line {line}: {json_path(self.loc[1:])}"
+        return json_path(self.loc)
+
+    def fail(self, expected: str, got: Any = ..., *, detail: str | None = None) -> NoReturn:
+        msg = f"{self.doc.path}: {self.where()}: expected {expected}"
+        if got is not ...:
+            msg += f", got {describe(got)}"
+        if detail:
+            msg += f" ({detail})"
+        raise InputError(msg)
+
+    # -- typed access: each returns the value or fails naming this place ----------------------
+    def obj(self, value: Any, what: str = "an object") -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(what, value)
+        return value
+
+    def arr(self, value: Any, what: str = "an array") -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(what, value)
+        return value
+
+    def string(self, value: Any, what: str = "a string") -> str:
+        if not isinstance(value, str):
+            self.fail(what, value)
+        return value
+
+    def opt_string(self, value: Any, what: str = "a string") -> str | None:
+        return None if value is None else self.string(value, what)
+
+
+def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as (parsed object, exact recorded string).
+
+    A string that is not a JSON object is kept verbatim under `_unparsed`, so two different malformed
+    calls never look identical to replay.
+    """
+    if value is None:
+        return {}, None
+    if isinstance(value, dict):
+        return value, None
+    if isinstance(value, str):
+        if not value.strip():
+            return {}, value
+        try:
+            parsed = json.loads(value, parse_constant=reject_constant)
+        except (ValueError, RecursionError):
+            return {"_unparsed": value}, value
+        if isinstance(parsed, dict):
+            return parsed, value
+        return {"_unparsed": value}, value
+    at.fail("tool-call arguments as a JSON object or a JSON string", value)
+
+
+def text_of(value: Any, at: At) -> str:
+    """Message content as text: a string, or a list of text parts joined (other parts are skipped)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        out: list[str] = []
+        for i, part in enumerate(value):
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                for key in ("text", "content"):
+                    if isinstance(part.get(key), str):
+                        out.append(part[key])
+                        break
+            else:
+                (at / i).fail("a content part (an object or a string)", part)
+        return "\n".join(out)
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return str(value["text"])
+    at.fail("message content as a string or a list of parts", value)
+
+
+_SAMPLING_KEYS = ("model", "temperature", "top_p", "seed", "max_tokens")
+
+
+def sampling_from(values: dict[str, Any]) -> tuple[Sampling | None, list[str]]:
+    """Sampling parameters from a mapping; values of the wrong type are dropped and named."""
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key in _SAMPLING_KEYS:
+        v = values.get(key)
+        if v is None:
+            continue
+        if isinstance(v, str) and key != "model":
+            try:
+                v = float(v) if key in ("temperature", "top_p") else int(v)
+            except ValueError:
+                dropped.append(key)
+                continue
+        try:
+            Sampling.model_validate({key: v})
+        except ValidationError:
+            dropped.append(key)
+            continue
+        kept[key] = v
+    return (Sampling.model_validate(kept) if kept else None), dropped
+
+
+@runtime_checkable
+class Importer(Protocol):
+    """A plugin that converts one foreign format (entry-point group `car.importers`).
+
+    `sniff` must be cheap and must not raise: it sees the parsed JSON (None for binary files) and the
+    path. `convert` returns one trace per run in the file and raises `InputError` for bad input.
+    """
+
+    name: str
+    description: str
+
+    def sniff(self, data: Any, path: str) -> bool: ...
+
+    def convert(self, doc: Document) -> list[Trace]: ...
+
+
+class Builder:
+    """Assembles one trace: actors, steps, observations attached to the step that made the call."""
+
+    def __init__(self, doc: Document, fmt: str) -> None:
+        self.doc = doc
+        self.fmt = fmt
+        self._actors: dict[str, dict[str, Any]] = {}
+        self._steps: list[dict[str, Any]] = []
+        self._call_step: dict[str, int] = {}
+        self._warnings: dict[str, str] = {}
+
+    # -- actors and steps -------------------------------------------------------------------------
+    def actor(
+        self,
+        actor_id: str,
+        kind: str = "agent",
+        *,
+        system_prompt: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+        stochastic: bool | None = None,
+    ) -> str:
+        a = self._actors.setdefault(actor_id, {"id": actor_id, "kind": kind})
+        if system_prompt and not a.get("system_prompt"):
+            a["system_prompt"] = system_prompt
+        if tools and not a.get("tools"):
+            a["tools"] = list(tools)
+        if stochastic is not None:
+            a["stochastic"] = stochastic
+        return actor_id
+
+    def step(
+        self,
+        actor: str,
+        text: str = "",
+        tool_calls: Sequence[ToolCall] = (),
+        *,
+        context: Sequence[Message] | None = None,
+        sampling: Sampling | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> int:
+        if actor not in self._actors:
+            self.actor(actor)
+        index = len(self._steps)
+        calls: list[ToolCall] = []
+        for call in tool_calls:
+            if any(c.id == call.id for c in calls):
+                # Within one action a result could not tell two calls apart: make the id unique.
+                call = call.model_copy(update={"id": f"{call.id}#{len(calls)}"})
+                self.warn(
+                    "duplicate-call-id",
+                    "an action repeats a tool-call id; the repeats got a #N suffix",
+                )
+            calls.append(call)
+            # Some providers reuse ids across turns: a result answers the latest call with its id.
+            self._call_step[call.id] = index
+        self._steps.append(
+            {
+                "actor": actor,
+                "action": Action(text=text, tool_calls=tuple(calls)),
+                "observations": [],
+                "context": tuple(context) if context is not None else "prefix",
+                "sampling": sampling,
+                "metadata": dict(metadata or {}),
+            }
+        )
+        return index
+
+    @property
+    def n_steps(self) -> int:
+        return len(self._steps)
+
+    def has_call(self, call_id: str) -> bool:
+        return call_id in self._call_step
+
+    def observe(self, call_id: str | None, content: str, *, is_error: bool = False) -> bool:
+        """Attach a tool result to the step that made the call; False if no step made it."""
+        if call_id is not None and call_id in self._call_step:
+            self._steps[self._call_step[call_id]]["observations"].append(
+                Observation(call_id=call_id, content=content, is_error=is_error)
+            )
+            return True
+        if call_id is None and self._steps:
+            self._steps[-1]["observations"].append(Observation(content=content, is_error=is_error))
+            return True
+        return False
+
+    def observe_orphan(self, call_id: str, content: str, *, is_error: bool = False) -> None:
+        """A tool result whose call is not in the record: keep it, unkeyed, on the latest step."""
+        self.warn(
+            "orphan-tool-result",
+            f"a tool result for call {call_id!r} matches no recorded call; kept as a plain observation",
+        )
+        if self._steps:
+            self._steps[-1]["observations"].append(Observation(content=content, is_error=is_error))
+
+    def warn(self, code: str, message: str) -> None:
+        self._warnings.setdefault(code, message)
+
+    # -- the trace ---------------------------------------------------------------------------------
+    def build(
+        self,
+        *,
+        trace_id: str,
+        fidelity: Literal["A", "B", "C"],
+        locator: str | None,
+        at: At,
+        task: str | dict[str, Any] = "",
+        outcome: Outcome | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Trace:
+        if not self._steps:
+            at.fail("at least one turn (message or model call)", detail="found none to import")
+        deciders = [
+            s
+            for s in self._steps
+            if self._actors[s["actor"]].get("stochastic", self._actors[s["actor"]]["kind"] == "agent")
+        ]
+        if deciders and all(s["sampling"] is None for s in deciders):
+            self.warn(
+                "sampling-missing",
+                "no sampling parameters (model, temperature, seed) were recorded; replay uses the "
+                "policy's defaults",
+            )
+        steps = [
+            Step(
+                index=i,
+                actor=s["actor"],
+                context=s["context"],
+                action=s["action"],
+                observations=tuple(s["observations"]),
+                sampling=s["sampling"],
+                metadata=s["metadata"],
+            )
+            for i, s in enumerate(self._steps)
+        ]
+        try:
+            return Trace(
+                id=trace_id or "trace",
+                task=task,
+                actors=tuple(Actor.model_validate(a) for a in self._actors.values()),
+                steps=tuple(steps),
+                outcome=outcome or Outcome(),
+                metadata=metadata or {},
+                source=self.doc.source(self.fmt, locator),
+                fidelity=Fidelity(
+                    class_=fidelity,
+                    warnings=tuple(
+                        FidelityWarning(code=c, message=m) for c, m in self._warnings.items()
+                    ),
+                ),
+            )
+        except (ValidationError, ValueError) as exc:
+            # Importers check their input first; this is the backstop that keeps it to one line.
+            at.fail("a run car can represent", detail=" ".join(str(exc).split())[:200])

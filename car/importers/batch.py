@@ -1,0 +1,111 @@
+"""Batch checks: `car validate DIR` imports every file and prints one row per run.
+
+A file that fails gets one row with its one-line error; the others are still checked. Nothing here
+stops at the first bad file: the exit code (2 if any failed) is the caller's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from car.errors import CarError
+from car.trace import Trace
+
+__all__ = ["Row", "check_path", "render_rows", "trace_files"]
+
+_SUFFIXES = {".json", ".jsonl", ".eval"}
+
+
+@dataclass(frozen=True)
+class Row:
+    file: str
+    format: str | None = None
+    fidelity: str | None = None
+    steps: int | None = None
+    actors: int | None = None
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+    item: int | None = None
+
+
+def trace_files(root: Path) -> list[Path]:
+    """Files under `root` that may hold traces (JSON, JSON Lines, Inspect `.eval`), sorted."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in _SUFFIXES)
+
+
+def _rows_for(trace: Trace, file: str, item: int | None) -> Row:
+    fid = trace.fidelity
+    return Row(
+        file=file,
+        format=trace.source.format if trace.source else "car",
+        fidelity=fid.class_ if fid else None,
+        steps=len(trace.steps),
+        actors=len(trace.actors),
+        warnings=tuple(w.code for w in fid.warnings) if fid else (),
+        item=item,
+    )
+
+
+def check_path(path: Path, fmt: str = "auto") -> list[Row]:
+    """One row per run in `path` (a file, or every trace file under a directory)."""
+    from car.importers import import_file
+
+    files = trace_files(path) if path.is_dir() else [path]
+    rows: list[Row] = []
+    for f in files:
+        try:
+            traces = import_file(f, fmt)
+        except CarError as exc:
+            rows.append(Row(file=str(f), error=" ".join(str(exc).split())))
+            continue
+        many = len(traces) > 1
+        rows += [_rows_for(t, str(f), i if many else None) for i, t in enumerate(traces)]
+    return rows
+
+
+def render_rows(rows: list[Row], root: Path | None = None) -> str:
+    """The summary table as plain text (stable in files, pipes and CI logs)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name, justify in (
+        ("file", "left"),
+        ("format", "left"),
+        ("class", "center"),
+        ("steps", "right"),
+        ("actors", "right"),
+        ("warnings", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        name = r.file
+        if root is not None:
+            with contextlib.suppress(ValueError):  # a file outside root keeps its full path
+                name = str(Path(r.file).relative_to(root))
+        if r.item is not None:
+            name += f" #{r.item}"
+        if r.error is not None:
+            table.add_row(name, "FAILED", "", "", "", r.error)
+        else:
+            table.add_row(
+                name,
+                r.format or "",
+                r.fidelity or "-",
+                str(r.steps),
+                str(r.actors),
+                ", ".join(r.warnings) or "-",
+            )
+    failed = sum(1 for r in rows if r.error is not None)
+    files = len({r.file for r in rows})
+    console = Console(record=True, width=160, file=io.StringIO(), no_color=True)
+    console.print(table)
+    console.print(
+        f"{files} file{'s' if files != 1 else ''}, {len(rows) - failed} run"
+        f"{'s' if len(rows) - failed != 1 else ''} ok, {failed} failed"
+    )
+    return "".join(line.rstrip() + "\n" for line in console.export_text(styles=False).splitlines())

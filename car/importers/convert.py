@@ -1,0 +1,73 @@
+"""`car import`: write the runs of a foreign file as `car.trace/v1` files.
+
+One run goes to `-o FILE` (or stdout); several go to `-o DIR`, one file per run, named after the trace
+id. An existing file is never half-written: each trace is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from car.errors import InputError
+from car.trace import Trace
+
+__all__ = ["write_imported"]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "trace"
+
+
+def _write(path: Path, trace: Trace) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(trace.to_json(), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the trace ({exc.strerror})") from None
+
+
+def _summary(trace: Trace) -> str:
+    fid = trace.fidelity
+    cls = f"class {fid.class_}" if fid else "native"
+    warn = f"; warnings: {', '.join(w.code for w in fid.warnings)}" if fid and fid.warnings else ""
+    fmt = trace.source.format if trace.source else "car"
+    return f"{trace.id}: {fmt}, {cls}, {len(trace.steps)} steps, {len(trace.actors)} actors{warn}"
+
+
+def write_imported(
+    file: Path, fmt: str = "auto", output: Path | None = None, item: int | None = None
+) -> list[str]:
+    """Import `file` and write the result; returns the progress lines for stderr."""
+    from car.importers import import_file, load_any
+
+    traces = [load_any(file, fmt, item)] if item is not None else import_file(file, fmt)
+    lines = [f"imported {_summary(t)}" for t in traces]
+    if len(traces) == 1 and (output is None or not output.is_dir()):
+        if output is None:
+            sys.stdout.write(traces[0].to_json())
+        else:
+            _write(output, traces[0])
+            lines.append(f"wrote {output}")
+        return lines
+    if output is None:
+        raise InputError(
+            f"{file}: holds {len(traces)} runs; write them to a directory with -o DIR, or pick one "
+            "with --item N"
+        )
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{output}: cannot create the directory ({exc.strerror})") from None
+    used: set[str] = set()
+    for t in traces:
+        name = _safe(t.id)
+        while name in used:
+            name += "_"
+        used.add(name)
+        _write(output / f"{name}.json", t)
+    lines.append(f"wrote {len(traces)} traces to {output}")
+    return lines

@@ -1,0 +1,212 @@
+"""OpenAI Chat Completions message lists (fidelity class B: the conversation only).
+
+Accepted: a request-like object `{messages, tools?, model?, temperature?, ...}` (also a fine-tuning
+JSONL line, or a request with its `response`/`choices` appended), a bare message list, or a JSON array /
+JSON Lines file of such objects (one run each). `assistant.tool_calls[] = {id, type: "function",
+function: {name, arguments: <JSON string>}}` become tool calls (the exact argument string is kept);
+`{role: "tool", tool_call_id, content}` messages become observations of the step that made the call.
+System messages become the assistant's system prompt; user messages are steps of the actor "user".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
+from car.trace import Sampling, ToolCall, Trace
+
+__all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call"]
+
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _looks_like_messages(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value[:50])
+        and not any("type" in m and m.get("type") != "message" for m in value[:50])
+    )
+
+
+def chat_tool_call(value: Any, at: At) -> ToolCall:
+    """One `tool_calls[]` entry; also accepts the flat `{id, name, arguments}` form (tau2)."""
+    call = at.obj(value, "a tool call {id, type, function: {name, arguments}}")
+    fn = call.get("function")
+    if fn is not None:
+        fn = (at / "function").obj(fn, "{name, arguments}")
+        name_at, args_at, name, args = (
+            at / "function" / "name",
+            at / "function" / "arguments",
+            (fn.get("name")),
+            fn.get("arguments"),
+        )
+    else:
+        name_at, args_at, name, args = (
+            at / "name",
+            at / "arguments",
+            call.get("name"),
+            call.get("arguments"),
+        )
+    name = name_at.string(name, "the tool name")
+    if not name:
+        name_at.fail("a non-empty tool name", name)
+    arguments, raw = parse_arguments(args, args_at)
+    call_id = call.get("id")
+    if call_id is None:
+        call_id = f"call_{at.loc[-1]}" if at.loc else "call"
+    call_id = (at / "id").string(call_id if not isinstance(call_id, int) else str(call_id))
+    return ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw)
+
+
+def add_chat_messages(
+    b: Builder,
+    messages: list[Any],
+    at: At,
+    *,
+    assistant: str = "assistant",
+    user: str = "user",
+    user_stochastic: bool | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    sampling: Sampling | None = None,
+) -> None:
+    """Add an OpenAI-style message list to `b`: one step per user/assistant message."""
+    b.actor(assistant, "agent", tools=tools or ())
+    last_legacy: str | None = None
+    for i, raw in enumerate(messages):
+        here = at / i
+        msg = here.obj(raw, "a chat message {role, content}")
+        role = (here / "role").string(msg.get("role"), f"a role ({', '.join(_ROLES)})")
+        content = text_of(msg.get("content"), here / "content")
+        if isinstance(msg.get("content"), list) and any(
+            isinstance(p, dict) and p.get("type") in ("image_url", "input_audio", "file", "image")
+            for p in msg["content"]
+        ):
+            b.warn("attachments-unresolved", "images or files in messages were not imported (text only)")
+        if role in ("system", "developer"):
+            if b.n_steps == 0:
+                b.actor(assistant, "agent", system_prompt=content)
+            else:  # an instruction injected mid-run is an input, like a user turn
+                b.actor(user, "user", stochastic=user_stochastic)
+                b.step(user, content, metadata={"role": role})
+            continue
+        calls_raw = msg.get("tool_calls")
+        calls: list[ToolCall] = []
+        if calls_raw is not None and role in ("user", "assistant"):
+            calls = [
+                chat_tool_call(c, here / "tool_calls" / j)
+                for j, c in enumerate((here / "tool_calls").arr(calls_raw))
+            ]
+        if role == "user":
+            # A simulated user may call tools of its own (tau2's dual-control domains).
+            b.actor(user, "user", stochastic=user_stochastic)
+            name = msg.get("name")
+            b.step(user, content, calls, metadata={"name": name} if isinstance(name, str) else None)
+            continue
+        if role == "assistant":
+            name = msg.get("name")
+            who = name if isinstance(name, str) and name else assistant
+            if who != assistant:
+                b.actor(who, "agent", tools=tools or ())
+            legacy = msg.get("function_call")
+            if legacy is not None:
+                # The legacy API has no call ids: the next "function" message answers this call.
+                last_legacy = f"fc_{i}"
+                calls.append(
+                    chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call")
+                )
+            b.step(who, content, calls, sampling=sampling)
+            continue
+        if role in ("tool", "function"):
+            call_id = msg.get("tool_call_id")
+            if call_id is None and role == "tool":
+                call_id = msg.get("id")  # tau2 keys a tool message by the call's id
+            if role == "function" and call_id is None:
+                call_id = last_legacy
+            if call_id is None:
+                (here / "tool_call_id").fail("the id of the tool call this message answers", None)
+            call_id = (here / "tool_call_id").string(call_id)
+            error = bool(msg.get("error")) or msg.get("is_error") is True
+            if not b.observe(call_id, content, is_error=error):
+                b.observe_orphan(call_id, content, is_error=error)
+            continue
+        (here / "role").fail(f"a role ({', '.join(_ROLES)})", role)
+
+
+def _tools(value: Any, at: At) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for i, t in enumerate(at.arr(value, "a list of tool definitions")):
+        tool = (at / i).obj(t, "a tool definition")
+        fn = tool.get("function")
+        out.append(fn if isinstance(fn, dict) else tool)
+    return out
+
+
+class OpenAIChat:
+    name = "openai-chat"
+    description = "OpenAI Chat Completions messages ({messages, tools?} or a message list; JSON/JSONL)"
+
+    def sniff(self, data: Any, path: str) -> bool:
+        if _looks_like_messages(data):
+            return True
+        if isinstance(data, dict):
+            return _looks_like_messages(data.get("messages"))
+        # A list of requests (JSON Lines): the first one decides; later bad ones get located errors.
+        return (
+            isinstance(data, list)
+            and bool(data)
+            and isinstance(data[0], dict)
+            and _looks_like_messages(data[0].get("messages"))
+        )
+
+    def convert(self, doc: Document) -> list[Trace]:
+        data = doc.data
+        at = doc.at
+        if _looks_like_messages(data) or isinstance(data, dict):
+            return [self._one(doc, data, at, "$", Path(doc.path).stem)]
+        records = at.arr(data, "a chat request object, a message list, or a list of requests")
+        return [
+            self._one(doc, r, at / i, (at / i).where(), f"{Path(doc.path).stem}-{i}")
+            for i, r in enumerate(records)
+        ]
+
+    def _one(self, doc: Document, record: Any, at: At, locator: str, default_id: str) -> Trace:
+        b = Builder(doc, self.name)
+        if isinstance(record, list):
+            messages, tools, sampling, extra = record, [], None, {}
+            msg_at = at
+        else:
+            req = at.obj(record, "a chat request {messages, tools?} or a message list")
+            msg_at = at / "messages"
+            messages = msg_at.arr(req.get("messages"), "a list of chat messages")
+            tools = _tools(req.get("tools"), at / "tools")
+            sampling, dropped = sampling_from(req)
+            if dropped:
+                b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
+            extra = {k: req[k] for k in ("metadata",) if isinstance(req.get(k), dict)}
+            messages = list(messages) + _response_messages(req, at)
+        add_chat_messages(b, messages, msg_at, tools=tools, sampling=sampling)
+        trace_id = record.get("id") if isinstance(record, dict) else None
+        return b.build(
+            trace_id=trace_id if isinstance(trace_id, str) and trace_id else default_id,
+            fidelity="B",
+            locator=locator,
+            at=at,
+            metadata=extra,
+        )
+
+
+def _response_messages(req: dict[str, Any], at: At) -> list[Any]:
+    """The assistant message of an appended response (`choices[0].message`), if there is one."""
+    resp = req.get("response")
+    holder = resp if isinstance(resp, dict) else req
+    choices = holder.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return []
+    first = choices[0]
+    if isinstance(first, dict) and isinstance(first.get("message"), dict):
+        return [first["message"]]
+    return []

@@ -1,0 +1,229 @@
+"""OTLP/JSON traces with OpenTelemetry GenAI or OpenInference attributes (fidelity class A when the
+message content was captured).
+
+`{resourceSpans: [{resource, scopeSpans: [{spans: [...]}]}]}` (or JSON Lines of such requests, as the
+collector's file exporter writes them). One car trace per trace id. Each model-call span
+(`gen_ai.operation.name` chat / text_completion / generate_content, or `openinference.span.kind` LLM)
+is a decision step whose context is the exact input of that call; when model spans nest (a framework
+span around the client span) the innermost is the call. Tool spans (`execute_tool`, TOOL) are
+observations of the step that made the call, matched by call id, else by tool name. The actor is
+`gen_ai.agent.name` on the span or its nearest agent ancestor (`invoke_agent`, AGENT spans).
+
+Content is read from, in order: `gen_ai.input.messages` / `gen_ai.output.messages` (parts model, JSON
+string or structured), the older per-message span events (`gen_ai.user.message`, `gen_ai.choice`, ...,
+and `gen_ai.content.prompt` / `gen_ai.content.completion`), the flattened `gen_ai.prompt.N.*` /
+`gen_ai.completion.N.*` style, and OpenInference `llm.input_messages.N.message.*`. Ids may be hex or
+base64; `intValue` may be a string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from car.importers.base import Builder, Document, sampling_from
+from car.importers.genai_content import (
+    Msg,
+    as_text,
+    json_value,
+    make_call,
+    opt_id,
+    sampling_values,
+    span_messages,
+    system_instructions,
+    to_message,
+    tool_definitions,
+)
+from car.importers.otlp import Span, read_spans
+from car.trace import Trace
+
+__all__ = ["CAPTURE_HINT", "OtlpJson"]
+
+CAPTURE_HINT = (
+    "message content was not captured: set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true "
+    "(OpenInference: unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS) and record again"
+)
+
+
+class OtlpJson:
+    name = "otel"
+    description = "OTLP/JSON traces with OpenTelemetry GenAI (gen_ai.*) or OpenInference (llm.*) spans"
+
+    def sniff(self, data: Any, path: str) -> bool:
+        if isinstance(data, dict):
+            return isinstance(data.get("resourceSpans"), list)
+        return (
+            isinstance(data, list)
+            and bool(data)
+            and all(isinstance(r, dict) and isinstance(r.get("resourceSpans"), list) for r in data[:20])
+        )
+
+    def convert(self, doc: Document) -> list[Trace]:
+        spans = read_spans(doc)
+        by_trace: dict[str, list[Span]] = {}
+        for s in spans:
+            by_trace.setdefault(s.trace_id, []).append(s)
+        traces = [
+            t for tid, group in by_trace.items() if (t := self._trace(doc, tid, group)) is not None
+        ]
+        if not traces:
+            doc.at.fail(
+                "model-call spans (gen_ai.operation.name = chat, or openinference.span.kind = LLM)",
+                detail=f"found {len(spans)} span{'s' if len(spans) != 1 else ''} and no model call",
+            )
+        return traces
+
+    def _trace(self, doc: Document, trace_id: str, spans: list[Span]) -> Trace | None:
+        spans.sort(key=lambda s: (s.start, s.order))
+        by_id = {s.span_id: s for s in spans if s.span_id}
+
+        def ancestors(s: Span) -> Iterable[Span]:
+            seen: set[str] = set()
+            p = s.parent
+            while p and p in by_id and p not in seen:
+                seen.add(p)
+                yield by_id[p]
+                p = by_id[p].parent
+
+        llm = [s for s in spans if s.is_llm]
+        if not llm:
+            return None
+        wrappers = {a.span_id for s in llm for a in ancestors(s) if a.is_llm}
+        calls = [s for s in llm if s.span_id not in wrappers]
+        b = Builder(doc, self.name)
+        steps: list[dict[str, Any]] = []
+        missing_input = missing_output = 0
+        for s in calls:
+            actor = self._agent(s, ancestors(s))
+            inputs, outputs = span_messages(s, b)
+            system = system_instructions(s.attrs)
+            if system:
+                inputs = [Msg("system", system), *[m for m in inputs if m.role != "system"]]
+            tools = tool_definitions(s.attrs)
+            b.actor(
+                actor,
+                "agent",
+                system_prompt=next((m.text for m in inputs if m.role == "system"), None),
+                tools=tools,
+            )
+            if not inputs:
+                missing_input += 1
+            if not outputs:
+                missing_output += 1
+            text = "\n".join(m.text for m in outputs if m.text)
+            out_calls = [c for m in outputs for c in m.calls]
+            sampling, dropped = sampling_from(sampling_values(s.attrs))
+            if dropped:
+                b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
+            steps.append(
+                {
+                    "span": s,
+                    "actor": actor,
+                    "inputs": inputs,
+                    "text": text,
+                    "calls": out_calls,
+                    "captured": bool(outputs),
+                    "sampling": sampling,
+                    "obs": [],
+                }
+            )
+        self._attach_tools(b, spans, steps)
+        for st in steps:
+            context = [to_message(m) for m in st["inputs"]] if st["inputs"] else None
+            b.step(
+                st["actor"],
+                st["text"],
+                st["calls"],
+                context=context,
+                sampling=st["sampling"],
+                metadata={"span_id": st["span"].span_id, "span_name": st["span"].name},
+            )
+            for call_id, content, error in st["obs"]:
+                if not b.observe(call_id, content, is_error=error):
+                    b.observe_orphan(call_id or "?", content, is_error=error)
+        self._observations_from_inputs(b, steps)
+        if missing_input or missing_output:
+            b.warn("content-not-captured", CAPTURE_HINT)
+        fidelity: Literal["A", "B", "C"] = (
+            "A" if not missing_input else ("B" if missing_output < len(steps) else "C")
+        )
+        task = next((m.text for st in steps for m in st["inputs"] if m.role == "user" and m.text), "")
+        return b.build(
+            trace_id=trace_id,
+            fidelity=fidelity,
+            locator=f"traceId {trace_id}",
+            at=doc.at,
+            task=task,
+        )
+
+    @staticmethod
+    def _agent(span: Span, ancestors: Iterable[Span]) -> str:
+        for s in (span, *ancestors):
+            name = s.attrs.get("gen_ai.agent.name") or s.attrs.get("agent.name")
+            if isinstance(name, str) and name:
+                return name
+            if s.is_agent and s is not span and s.name:
+                return s.name
+        return "assistant"
+
+    @staticmethod
+    def _attach_tools(b: Builder, spans: list[Span], steps: list[dict[str, Any]]) -> None:
+        for t in (s for s in spans if s.is_tool):
+            a = t.attrs
+            name = a.get("gen_ai.tool.name") or a.get("tool.name") or t.name
+            call_id = opt_id(a.get("gen_ai.tool.call.id") or a.get("tool_call.id") or a.get("tool.id"))
+            result = a.get("gen_ai.tool.call.result", a.get("output.value"))
+            args = a.get("gen_ai.tool.call.arguments", a.get("tool.parameters", a.get("input.value")))
+            before = [st for st in steps if (st["span"].start, st["span"].order) <= (t.start, t.order)]
+            target = None
+            if call_id is not None:
+                target = next(
+                    (
+                        st
+                        for st in [*reversed(before), *steps]
+                        if any(c.id == call_id for c in st["calls"])
+                    ),
+                    None,
+                )
+            if target is None:
+                for st in reversed(before):
+                    answered = {o[0] for o in st["obs"]}
+                    match = next(
+                        (c for c in st["calls"] if c.name == name and c.id not in answered), None
+                    )
+                    if match is not None:
+                        target, call_id = st, match.id
+                        break
+            if target is None and before and not before[-1]["captured"]:
+                # The model's output was not captured: the tool span is the only record of the call.
+                target = before[-1]
+                cid = call_id or f"span_{t.span_id}"
+                c = make_call(cid, name, json_value(args) if isinstance(args, str) else args, t.at, cid)
+                if c is not None:
+                    target["calls"].append(c)
+                    call_id = c.id
+                    b.warn("calls-from-tool-spans", "tool calls were rebuilt from tool spans")
+            if target is None:
+                if before:
+                    before[-1]["obs"].append((None, as_text(result), t.error))
+                    b.warn(
+                        "orphan-tool-span",
+                        "some tool spans match no recorded call; kept as plain observations",
+                    )
+                continue
+            target["obs"].append((call_id, as_text(result), t.error))
+
+    @staticmethod
+    def _observations_from_inputs(b: Builder, steps: list[dict[str, Any]]) -> None:
+        """Tool results that only appear in a later call's input become observations too."""
+        answered = {o[0] for st in steps for o in st["obs"]}
+        for st in steps:
+            for m in st["inputs"]:
+                if (
+                    m.role == "tool"
+                    and m.call_id
+                    and m.call_id not in answered
+                    and b.has_call(m.call_id)
+                ):
+                    b.observe(m.call_id, m.text)
+                    answered.add(m.call_id)

@@ -1,0 +1,108 @@
+"""The importers car knows: built-ins plus plugins (entry-point group `car.importers`), and sniffing.
+
+Sniffing goes from the most specific shape to the most generic (a native trace, then benchmark logs,
+then telemetry, then bare chat transcripts), plugins first so a plugin can claim a shape a built-in
+would also accept. A sniffer that raises is treated as "not mine": detection never fails on a plugin.
+"""
+
+from __future__ import annotations
+
+import difflib
+from importlib.metadata import entry_points
+from typing import Any
+
+from car.errors import InputError, SpecError
+from car.importers.base import Document, Importer
+from car.trace import TRACE_VERSION, Trace, parse_trace
+
+__all__ = ["NativeTrace", "detect", "get_importer", "importers"]
+
+GROUP = "car.importers"
+
+
+class NativeTrace:
+    name = "car"
+    description = f"car's own trace format ({TRACE_VERSION})"
+
+    def sniff(self, data: Any, path: str) -> bool:
+        return (
+            isinstance(data, dict)
+            and isinstance(data.get("version"), str)
+            and (data["version"].startswith("car.trace/"))
+        )
+
+    def convert(self, doc: Document) -> list[Trace]:
+        if doc.kind != "json":
+            raise InputError(f"{doc.path}: {doc.problem or 'not a JSON document'}")
+        return [parse_trace(doc.data, source=doc.path)]
+
+
+def _builtins() -> list[Importer]:
+    from car.importers.anthropic import AnthropicMessages
+    from car.importers.inspect_log import InspectLog
+    from car.importers.openai_chat import OpenAIChat
+    from car.importers.otel import OtlpJson
+    from car.importers.responses import OpenAIResponses
+    from car.importers.tau_bench import TauBench
+    from car.importers.who_and_when import WhoAndWhen
+
+    return [
+        NativeTrace(),
+        WhoAndWhen(),
+        TauBench(),
+        InspectLog(),
+        OtlpJson(),
+        OpenAIResponses(),
+        AnthropicMessages(),
+        OpenAIChat(),
+    ]
+
+
+def _plugins() -> list[Importer]:
+    found: list[Importer] = []
+    for ep in entry_points(group=GROUP):
+        try:
+            obj = ep.load()
+            imp = obj() if isinstance(obj, type) else obj
+        except Exception as exc:
+            raise SpecError(f"importer plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        if not isinstance(imp, Importer):
+            raise SpecError(
+                f"importer plugin {ep.name!r} ({ep.value}) has no name, description, sniff() and "
+                "convert()"
+            )
+        imp.name = getattr(imp, "name", None) or ep.name
+        found.append(imp)
+    return found
+
+
+def importers() -> list[Importer]:
+    """Every importer in sniffing order: plugins first, then the built-ins."""
+    return [*_plugins(), *_builtins()]
+
+
+def known() -> str:
+    return ", ".join(i.name for i in importers())
+
+
+def get_importer(name: str) -> Importer:
+    """The importer called `name`; an unknown name lists the known ones."""
+    all_ = importers()
+    for imp in all_:
+        if imp.name == name:
+            return imp
+    names = [i.name for i in all_]
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise SpecError(f"unknown format {name!r}; {hint}car knows: auto, {', '.join(names)}")
+
+
+def detect(data: Any, path: str = "") -> str | None:
+    """The name of the first importer whose sniffer accepts the parsed `data`, or None."""
+    for imp in importers():
+        try:
+            if imp.sniff(data, path):
+                return imp.name
+        except Exception:
+            continue
+    return None

@@ -1,0 +1,171 @@
+"""OpenAI Responses API items (fidelity class B: the conversation only).
+
+A list of input/output items, or an object holding them: `{instructions?, input: str | [items],
+output?: [items], tools?, model?, ...}` (a request, a stored response, or both merged). Items:
+messages (`{type: "message"?, role, content: str | [{type: input_text|output_text, text}]}`),
+`function_call {call_id, name, arguments: <JSON string>}` (consecutive calls form one parallel step
+with the assistant text before them), `function_call_output {call_id, output}` (an observation of the
+step that made the call), `reasoning` (kept in step metadata) and `compaction` (warned about).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from car.importers.base import Builder, Document, parse_arguments, sampling_from, text_of
+from car.trace import ToolCall, Trace
+
+__all__ = ["OpenAIResponses"]
+
+_ITEM_TYPES = (
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "compaction",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "computer_call_output",
+    "item_reference",
+)
+
+
+def _is_items(value: Any) -> bool:
+    if not isinstance(value, list) or not value:
+        return False
+    typed = [v for v in value[:200] if isinstance(v, dict) and isinstance(v.get("type"), str)]
+    return bool(typed) and any(
+        t["type"] in ("function_call", "function_call_output", "reasoning", "compaction")
+        or (t["type"] == "message" and isinstance(t.get("content"), list))
+        for t in typed
+    )
+
+
+class OpenAIResponses:
+    name = "openai-responses"
+    description = "OpenAI Responses items (function_call / function_call_output; {input, output})"
+
+    def sniff(self, data: Any, path: str) -> bool:
+        if _is_items(data):
+            return True
+        if isinstance(data, dict):
+            if data.get("object") == "response" and isinstance(data.get("output"), list):
+                return True
+            return _is_items(data.get("input")) or _is_items(data.get("output"))
+        return False
+
+    def convert(self, doc: Document) -> list[Trace]:
+        at = doc.at
+        b = Builder(doc, self.name)
+        data = doc.data
+        sampling = None
+        if isinstance(data, list):
+            parts = [(data, at)]
+            instructions = None
+            tools: list[Any] = []
+        else:
+            obj = at.obj(data, "a list of Responses items or {input, output}")
+            parts = []
+            inp = obj.get("input")
+            if isinstance(inp, str):
+                parts.append(([{"role": "user", "content": inp}], at / "input"))
+            elif inp is not None:
+                parts.append(((at / "input").arr(inp, "a string or a list of items"), at / "input"))
+            if obj.get("output") is not None:
+                parts.append(((at / "output").arr(obj["output"], "a list of items"), at / "output"))
+            instructions = text_of(obj.get("instructions"), at / "instructions") or None
+            tools = (at / "tools").arr(obj.get("tools") or [], "a list of tools")
+            sampling, dropped = sampling_from(obj)
+            if dropped:
+                b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
+        b.actor(
+            "assistant",
+            "agent",
+            system_prompt=instructions,
+            tools=[t for t in tools if isinstance(t, dict)],
+        )
+        pending: dict[str, Any] | None = None  # the assistant step being assembled
+
+        def flush() -> None:
+            nonlocal pending
+            if pending is not None:
+                meta = {"reasoning": pending["reasoning"]} if pending["reasoning"] else None
+                b.step("assistant", pending["text"], pending["calls"], sampling=sampling, metadata=meta)
+                pending = None
+
+        def current() -> dict[str, Any]:
+            nonlocal pending
+            if pending is None:
+                pending = {"text": "", "calls": [], "reasoning": ""}
+            return pending
+
+        for items, items_at in parts:
+            for i, raw in enumerate(items):
+                here = items_at / i
+                item = here.obj(raw, "a Responses item {type, ...}")
+                kind = item.get("type", "message" if "role" in item else None)
+                kind = (here / "type").string(kind, "an item type (message, function_call, ...)")
+                if kind == "message":
+                    role = (here / "role").string(item.get("role"), "a role")
+                    text = text_of(item.get("content"), here / "content")
+                    if isinstance(item.get("content"), list) and any(
+                        isinstance(p, dict) and p.get("type") in ("input_image", "input_file")
+                        for p in item["content"]
+                    ):
+                        b.warn("attachments-unresolved", "images or files were not imported (text only)")
+                    if role == "assistant":
+                        cur = current()
+                        if cur["calls"]:
+                            flush()
+                            cur = current()
+                        cur["text"] = f"{cur['text']}\n{text}" if cur["text"] else text
+                    elif role in ("system", "developer") and b.n_steps == 0 and pending is None:
+                        b.actor("assistant", system_prompt=text)
+                    else:
+                        flush()
+                        b.actor("user", "user")
+                        b.step("user", text, metadata={"role": role} if role != "user" else None)
+                elif kind in ("function_call", "custom_tool_call"):
+                    name = (here / "name").string(item.get("name"), "the function name")
+                    if not name:
+                        (here / "name").fail("a non-empty function name", name)
+                    call_id = item.get("call_id", item.get("id"))
+                    call_id = (here / "call_id").string(call_id, "the call_id")
+                    key = "arguments" if kind == "function_call" else "input"
+                    args, raw_args = parse_arguments(item.get(key), here / key)
+                    current()["calls"].append(
+                        ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw_args)
+                    )
+                elif kind in ("function_call_output", "custom_tool_call_output"):
+                    flush()
+                    call_id = (here / "call_id").string(item.get("call_id"), "the call_id")
+                    output = text_of(item.get("output"), here / "output")
+                    if not b.observe(call_id, output):
+                        b.observe_orphan(call_id, output)
+                elif kind == "reasoning":
+                    summary = item.get("summary")
+                    if isinstance(summary, list):
+                        cur = current()
+                        cur["reasoning"] += text_of(summary, here / "summary")
+                elif kind == "compaction":
+                    b.warn(
+                        "compaction",
+                        "a compaction item replaced earlier turns: the prefix before it is a summary",
+                    )
+                else:
+                    b.warn("items-skipped", f"items of type {kind!r} were not imported")
+        flush()
+        stem = Path(doc.path).stem
+        rid = data.get("id") if isinstance(data, dict) else None
+        return [
+            b.build(
+                trace_id=rid if isinstance(rid, str) and rid else stem,
+                fidelity="B",
+                locator="$",
+                at=at,
+            )
+        ]

@@ -1,0 +1,364 @@
+"""Bad input: one line naming the file, the place inside it and what was expected; exit 2; never a
+traceback. A corpus of malformed files, plus property-based fuzzing of every importer."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from car.errors import InputError
+from car.importers import Document, get_importer, import_file
+from car.importers.base import read_document
+from car.importers.inspect_log import convert_log
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+OTLP_SPAN = {
+    "traceId": "5b8aa5a2d2c872e8321cf37308d69df2",
+    "spanId": "0000000000000001",
+    "name": "chat",
+    "startTimeUnixNano": "1",
+    "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}],
+}
+
+
+def otlp(span: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+
+
+CORPUS: list[tuple[str, str, str]] = [
+    (
+        "ww-history.json",
+        json.dumps({"history": [{"role": "a", "content": "x"}], "mistake_step": "3"}),
+        "$.mistake_step: expected a step index from 0 to 0 (history has 1 messages), got the string",
+    ),
+    (
+        "ww-speaker.json",
+        json.dumps({"history": [{"content": "x"}], "mistake_step": "0"}),
+        "$.history[0]: expected a speaker in 'name' or 'role'",
+    ),
+    (
+        "ww-content.json",
+        json.dumps({"history": [{"role": "a", "content": 5}], "mistake_agent": "a"}),
+        "$.history[0].content: expected the message text, got a number",
+    ),
+    (
+        "ww-not-list.json",
+        json.dumps({"history": {"a": 1}, "mistake_step": "0"}),
+        "expected",
+    ),
+    (
+        "chat-role.json",
+        json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]}),
+        "$.messages[1].role: expected a role (system, developer, user, assistant, tool, function), "
+        'got the string "robot"',
+    ),
+    (
+        "chat-tool-id.json",
+        json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]}),
+        "$.messages[1].tool_call_id: expected the id of the tool call this message answers, got null",
+    ),
+    (
+        "chat-fn-name.json",
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "tool_calls": [{"id": "c", "function": {"arguments": "{}"}}]},
+                ]
+            }
+        ),
+        "$.messages[1].tool_calls[0].function.name: expected the tool name, got null",
+    ),
+    (
+        "anthropic-id.json",
+        json.dumps(
+            {
+                "system": "s",
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": [{"type": "tool_use", "name": "t", "input": {}}]},
+                ],
+            }
+        ),
+        "$.messages[1].content[0].id: expected the tool_use id, got null",
+    ),
+    (
+        "responses-call-id.json",
+        json.dumps([{"type": "function_call", "name": "f", "arguments": "{}"}]),
+        "$[0].call_id: expected the call_id, got null",
+    ),
+    (
+        "otel-int.json",
+        json.dumps(
+            otlp(
+                {
+                    **OTLP_SPAN,
+                    "attributes": [
+                        *OTLP_SPAN["attributes"],
+                        {"key": "gen_ai.request.seed", "value": {"intValue": "forty"}},
+                    ],
+                }
+            )
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.intValue: expected an integer",
+    ),
+    (
+        "otel-trace-id.json",
+        json.dumps(otlp({**OTLP_SPAN, "traceId": "xyz"})),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].traceId: expected a 16-byte id as 32 hex digits or "
+        "base64",
+    ),
+    (
+        "otel-no-llm.json",
+        json.dumps(otlp({**OTLP_SPAN, "attributes": []})),
+        "$: expected model-call spans",
+    ),
+    (
+        "tau-reward.json",
+        json.dumps([{"task_id": 1, "reward": "high", "traj": []}]),
+        '$[0].reward: expected a reward between 0 and 1, got the string "high"',
+    ),
+    (
+        "tau2-messages.json",
+        json.dumps({"simulations": [{"id": "s", "messages": [5], "reward_info": {"reward": 0}}]}),
+        "$.simulations[0].messages[0]: expected a chat message {role, content}, got a number",
+    ),
+    ("broken.json", '{"messages": [', "line 1 column 15: invalid JSON"),
+    ("unknown.json", json.dumps({"hello": "world"}), "car knows: car, who-and-when"),
+    ("empty.json", "", "empty file"),
+    (
+        "chats.jsonl",
+        "\n".join([json.dumps(CHAT), json.dumps(CHAT), json.dumps({"messages": [{"role": 5}]})]),
+        "line 3: $.messages[0].role: expected a role",
+    ),
+    (
+        "trace-broken.json",
+        json.dumps({"version": "car.trace/v1", "id": "x", "actors": [], "steps": []}),
+        "$.actors",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_malformed_files_get_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
+) -> None:
+    f = tmp_path / name
+    f.write_text(content)
+    for command in (
+        ["validate", str(f)],
+        ["import", str(f)],
+        ["blame", str(f), "--policy", "sim:pivot"],
+    ):
+        assert run(command) == 2
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert lines[0].startswith(f"car: error: {f}: "), lines[0]
+        assert expected in lines[0], lines[0]
+        assert "Traceback" not in err
+
+
+def test_a_damaged_inspect_log_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "run.eval"
+    f.write_bytes(b"PK\x03\x04 not really a zip")
+    assert run(["validate", str(f)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith(f"car: error: {f}: ")
+    assert "Inspect AI" in line
+
+
+def test_missing_inspect_extra_gives_the_install_hint(
+    fixtures: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
+    f = fixtures / "inspect_log.json"
+    with pytest.raises(
+        InputError, match=r"needs the optional extra: pip install 'car-blame\[inspect\]'"
+    ):
+        import_file(f)
+    assert run(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'car-blame[inspect]'" in err
+
+
+def test_unknown_format_name_lists_the_known_ones(
+    fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["import", str(fixtures / "tau2.json"), "--from", "openai"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown format 'openai'" in err and "openai-chat" in err
+
+
+def test_validate_dir_reports_each_file_and_fails_only_for_bad_ones(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.json"
+    good.write_text((fixtures / "openai_chat.json").read_text())
+    assert run(["validate", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "good.json" in out and "openai-chat" in out and "1 files" not in out
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "bad.json").write_text('{"hello": 1}')
+    assert run(["validate", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "good.json" in out
+    assert "sub/bad.json" in out and "FAILED" in out
+    assert "2 files, 1 run ok, 1 failed" in out
+
+
+# -- property-based fuzzing ----------------------------------------------------------------------------
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+    | st.sampled_from(["user", "assistant", "tool", "system", "chat", "LLM", "TOOL", "text", "1"]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "role",
+                    "content",
+                    "name",
+                    "type",
+                    "id",
+                    "messages",
+                    "history",
+                    "mistake_step",
+                    "tool_calls",
+                    "function",
+                    "arguments",
+                    "call_id",
+                    "traj",
+                    "reward",
+                    "key",
+                    "value",
+                    "stringValue",
+                    "intValue",
+                    "spans",
+                    "events",
+                    "input",
+                    "output",
+                    "parts",
+                ]
+            )
+            | st.text(max_size=6),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=25,
+)
+
+FORMATS = ["who-and-when", "tau-bench", "otel", "openai-responses", "anthropic", "openai-chat", "car"]
+FIXTURE_OF = {
+    "who-and-when": None,
+    "tau-bench": "tau_bench.json",
+    "otel": "otel_genai.json",
+    "openai-responses": "responses.json",
+    "anthropic": "anthropic.json",
+    "openai-chat": "openai_chat.json",
+}
+
+
+def _convert(fmt: str, data: Any) -> None:
+    doc = Document("fuzz.json", b"", "json", data)
+    try:
+        traces = get_importer(fmt).convert(doc)
+    except InputError as exc:
+        assert str(exc).startswith("fuzz.json: ") and "\n" not in str(exc)
+        return
+    for t in traces:
+        assert t.steps
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=JSON)
+def test_fuzz_random_json_raises_only_input_errors(fmt: str, data: Any) -> None:
+    _convert(fmt, data)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=JSON)
+def test_fuzz_inspect_log_conversion(data: Any) -> None:
+    doc = Document("fuzz.json", b"", "json", data)
+    try:
+        convert_log(data if isinstance(data, dict) else {"samples": data}, doc)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    value[path[0]] = _replace(value[path[0]], path[1:], new)
+    return value
+
+
+@pytest.mark.parametrize("name", [*(v for v in FIXTURE_OF.values() if v), "inspect_log.json"])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(choice=st.integers(min_value=0), new=JSON)
+def test_fuzz_mutated_fixtures_raise_only_input_errors(name: str, choice: int, new: Any) -> None:
+    from tests_fixture_path import FIXTURES
+
+    original = read_document(FIXTURES / name).data
+    paths = _paths(original)
+    mutated = _replace(copy.deepcopy(original), paths[choice % len(paths)], new)
+    if name == "inspect_log.json":
+        doc = Document("fuzz.json", b"", "json", mutated)
+        try:
+            convert_log(mutated if isinstance(mutated, dict) else {}, doc)
+        except InputError as exc:
+            assert "\n" not in str(exc)
+        return
+    fmt = next(k for k, v in FIXTURE_OF.items() if v == name)
+    _convert(fmt, mutated)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.one_of(
+        JSON.map(lambda v: json.dumps(v).encode()),
+        st.binary(max_size=64),
+        st.lists(JSON, min_size=2, max_size=4).map(
+            lambda vs: "\n".join(json.dumps(v) for v in vs).encode()
+        ),
+    ),
+    fmt=st.sampled_from(["auto", *FORMATS]),
+)
+def test_fuzz_the_command_line_never_shows_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, fmt: str
+) -> None:
+    f = tmp_path / "fuzz.json"
+    f.write_bytes(content)
+    code = run(["validate", str(f), "--from", fmt])
+    err = capsys.readouterr().err
+    assert code in (0, 2)
+    assert "Traceback" not in err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith(f"car: error: {f}")

@@ -1,0 +1,233 @@
+"""`car import`, `car blame` on foreign files, the fidelity class in the report, importer plugins."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import run
+from rich.console import Console
+
+import car
+from car.importers import Document, import_file, load_any, registry
+from car.protocols import Decision, Trajectory
+from car.render import render_table
+from car.rng import EventKey
+from car.trace import Action, Trace, load_trace
+
+GROUP_CHAT = {
+    "question": "What is 6 x 7?",
+    "ground_truth": "42",
+    "history": [
+        {"role": "user", "name": "Planner", "content": "Solver, compute 6 x 7."},
+        {"role": "assistant", "name": "Solver", "content": "6 x 7 = 48"},
+        {"role": "user", "name": "Planner", "content": "FINAL: 48"},
+    ],
+    "mistake_agent": "Solver",
+    "mistake_step": "1",
+    "mistake_reason": "arithmetic slip",
+}
+
+
+def test_import_writes_a_native_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps(GROUP_CHAT))
+    out = tmp_path / "trace.json"
+    assert run(["import", str(src), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "who-and-when" in err and "class C" in err
+    t = load_trace(out)
+    assert t.source is not None and t.source.format == "who-and-when"
+    assert t.metadata["who_and_when"]["mistake_step"] == 1
+    assert t.steps[1].actor == "Solver"
+
+
+def test_import_to_stdout_and_several_runs_to_a_directory(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["import", str(fixtures / "responses.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == "car.trace/v1"
+    # two runs: a directory is required, and gets one file per run
+    assert run(["import", str(fixtures / "tau_bench.json")]) == 2
+    assert "--item N" in capsys.readouterr().err
+    out = tmp_path / "runs"
+    assert run(["import", str(fixtures / "tau_bench.json"), "-o", str(out)]) == 0
+    assert len(list(out.glob("*.json"))) == 2
+    assert (
+        run(
+            ["import", str(fixtures / "tau_bench.json"), "--item", "1", "-o", str(tmp_path / "one.json")]
+        )
+        == 0
+    )
+    assert load_trace(tmp_path / "one.json").outcome.failed is False
+    assert run(["import", str(fixtures / "tau_bench.json"), "--item", "5"]) == 2
+    assert "out of range" in capsys.readouterr().err
+
+
+class Recorded:
+    """Replays the recorded action at every step (a stand-in for a backend)."""
+
+    spec = "test:recorded"
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        steps = self.trace.steps
+        return steps[decision.step].action if decision.step < len(steps) else Action(text="")
+
+
+class WrongAnswer:
+    spec = "test:wrong-answer"
+    deterministic = True
+
+    async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        return 1.0 if "48" in trajectory.final_text else 0.0
+
+
+def test_blame_on_a_class_c_import_reports_the_class_and_the_role_play_note(tmp_path: Path) -> None:
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps(GROUP_CHAT))
+    trace = load_any(src)
+    report = car.blame(src, policy=Recorded(trace), scorer=WrongAnswer(), samples=4, match_samples=1)
+    assert report.fidelity == "C"
+    assert report.trace_path == str(src)
+    assert any("speaker and text only" in n for n in report.notes)
+    console = Console(record=True, width=200, file=io.StringIO(), no_color=True)
+    render_table(report, console)
+    text = console.export_text()
+    assert "trace fidelity: class C" in text
+    assert "role-play each agent from its prompt" in text
+
+
+def test_blame_on_a_native_trace_has_no_fidelity() -> None:
+    root = Path(__file__).resolve().parents[2]
+    report = car.blame(root / "traces" / "pivot.json", samples=4, match_samples=1)
+    assert report.fidelity is None
+
+
+class Shouting:
+    """A toy plugin: lines of SPEAKER: text."""
+
+    name = "shouting"
+    description = "SPEAKER: text transcripts in a JSON object {shout: [...]}"
+
+    def sniff(self, data: Any, path: str) -> bool:
+        return isinstance(data, dict) and "shout" in data
+
+    def convert(self, doc: Document) -> list[Trace]:
+        from car.importers import Builder
+
+        b = Builder(doc, self.name)
+        for i, line in enumerate(doc.at.obj(doc.data)["shout"]):
+            who, _, text = (doc.at / "shout" / i).string(line).partition(": ")
+            b.step(who, text)
+        return [b.build(trace_id="shout", fidelity="C", locator="$", at=doc.at)]
+
+
+class _EP:
+    name = "shouting"
+    value = "tests:Shouting"
+
+    def load(self) -> type[Shouting]:
+        return Shouting
+
+
+def test_importer_plugins_come_from_the_entry_point_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[str] = []
+
+    def fake_entry_points(group: str) -> list[_EP]:
+        seen.append(group)
+        return [_EP()]
+
+    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"shout": ["A: hi", "B: hello"]}))
+    (t,) = import_file(f)
+    assert "car.importers" in seen
+    assert t.source is not None and t.source.format == "shouting"
+    assert [s.actor for s in t.steps] == ["A", "B"]
+    assert run(["validate", str(f), "--from", "shouting"]) == 0
+    assert "from shouting" in capsys.readouterr().out
+
+
+def test_inspect_logs_read_through_inspect_ai(tmp_path: Path, fixtures: Path) -> None:
+    pytest.importorskip("inspect_ai", reason="the optional extra car-blame[inspect] is not installed")
+    from inspect_ai.log import EvalLog, write_eval_log
+
+    log = EvalLog.model_validate(json.loads((fixtures / "inspect_log.json").read_text()))
+    for suffix in (".eval", ".json"):
+        path = tmp_path / f"run{suffix}"
+        write_eval_log(log, str(path))
+        (t,) = import_file(path)
+        assert t.source is not None and t.source.format == "inspect"
+        assert t.fidelity is not None and t.fidelity.class_ == "A"
+        assert t.steps[0].sampling is not None and t.steps[0].sampling.seed == 7
+        assert t.steps[0].observations[0].content == "4"
+        assert t.outcome.failed is True
+
+
+class Broken(Shouting):
+    name = "broken"
+
+    def convert(self, doc: Document) -> list[Trace]:
+        raise ZeroDivisionError("oops")
+
+
+class _BrokenEP(_EP):
+    name = "broken"
+
+    def load(self) -> type[Shouting]:
+        return Broken
+
+
+def test_an_importer_bug_is_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(registry, "entry_points", lambda group: [_BrokenEP()])
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"shout": []}))
+    assert run(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{f}: the broken importer failed: ZeroDivisionError: oops" in err
+
+
+class Capturing:
+    """Records the decisions it is asked about and answers with the recorded action."""
+
+    spec = "test:capturing"
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.decisions: list[Decision] = []
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        self.decisions.append(decision)
+        return self.trace.steps[decision.step].action
+
+
+def test_class_a_contexts_reach_the_policy_exactly(fixtures: Path) -> None:
+    import asyncio
+
+    from car.builtins import RecordedEnvironment, ToolCalledScorer
+    from car.replay import Replay
+
+    trace = import_file(fixtures / "otel_genai.json")[0]
+    policy = Capturing(trace)
+    replay = Replay(trace, policy, RecordedEnvironment(trace), ToolCalledScorer("weather"))
+    action = asyncio.run(replay.sample_recorded(1, 0))
+    assert action == trace.steps[1].action
+    (decision,) = policy.decisions
+    assert decision.messages() == trace.steps[1].context
+    assert decision.sampling == trace.steps[1].sampling
+    # the recorded environment serves the imported observations for the recorded calls
+    env = RecordedEnvironment(trace)
+    state = asyncio.run(env.restore(()))
+    result = asyncio.run(env.step(state, 0, "planner", trace.steps[0].action, EventKey(0, 0, 0, "env")))
+    assert {o.call_id: o.content for o in result.observations} == {"call_p": "rain", "call_r": "sun"}

@@ -1,0 +1,261 @@
+"""Each importer on a small file of its documented shape: steps, actors, calls, observations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from car.importers import detect, formats, import_file, load_any, read_document
+from car.importers.inspect_log import convert_log
+from car.trace import Trace, parse_trace
+
+
+def codes(t: Trace) -> set[str]:
+    assert t.fidelity is not None
+    return {w.code for w in t.fidelity.warnings}
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("openai_chat.json", "openai-chat"),
+        ("anthropic.json", "anthropic"),
+        ("responses.json", "openai-responses"),
+        ("otel_genai.json", "otel"),
+        ("otel_events.json", "otel"),
+        ("openinference.json", "otel"),
+        ("tau_bench.json", "tau-bench"),
+        ("tau2.json", "tau-bench"),
+        ("inspect_log.json", "inspect"),
+    ],
+)
+def test_sniffing_names_the_format(fixtures: Path, name: str, fmt: str) -> None:
+    doc = read_document(fixtures / name)
+    assert detect(doc.data, doc.path) == fmt
+
+
+def test_native_traces_still_load_through_load_any() -> None:
+    root = Path(__file__).resolve().parents[2]
+    t = load_any(root / "traces" / "pivot.json")
+    assert t.source is None and t.fidelity is None
+    assert detect(json.loads((root / "traces" / "pivot.json").read_text())) == "car"
+
+
+def test_imported_traces_round_trip_through_the_native_format(fixtures: Path) -> None:
+    for path in sorted(fixtures.glob("*.json")):
+        if path.name == "inspect_log.json":
+            continue
+        for t in import_file(path):
+            again = parse_trace(json.loads(t.to_json()))
+            assert again == t
+            assert t.source is not None and t.source.path == str(path)
+            assert t.source.content_hash is not None and len(t.source.content_hash) == 64
+
+
+def test_openai_chat(fixtures: Path) -> None:
+    t = load_any(fixtures / "openai_chat.json")
+    assert [s.actor for s in t.steps] == ["user", "assistant", "assistant", "assistant"]
+    assert t.actor("assistant").system_prompt.startswith("You are a support agent")  # type: ignore[union-attr]
+    assert [tool["name"] for tool in t.actor("assistant").tools] == ["get_order", "refund"]
+    parallel = t.steps[1]
+    assert [c.id for c in parallel.action.tool_calls] == ["call_a", "call_b"]
+    # the exact argument string is kept next to the parsed object
+    assert parallel.action.tool_calls[1].raw_arguments == '{ "order_id":"B2" }'
+    assert parallel.action.tool_calls[1].arguments == {"order_id": "B2"}
+    # results answer their own call, whatever their order in the log
+    assert {o.call_id: o.content for o in parallel.observations} == {
+        "call_a": '{"status": "delivered"}',
+        "call_b": '{"status": "in transit"}',
+    }
+    assert t.steps[1].sampling is not None and t.steps[1].sampling.seed == 11
+    assert t.fidelity is not None and t.fidelity.class_ == "B"
+    assert t.decision_steps == (1, 2, 3)
+
+
+def test_anthropic(fixtures: Path) -> None:
+    t = load_any(fixtures / "anthropic.json")
+    assert t.actor("assistant").system_prompt == "You are a research assistant."
+    step = t.steps[1]
+    assert step.action.text == "Searching."
+    assert [c.arguments for c in step.action.tool_calls] == [
+        {"q": "Lyon population 2020"},
+        {"q": "Lyon INSEE 2020"},
+    ]
+    assert [(o.call_id, o.is_error) for o in step.observations] == [
+        ("toolu_1", False),
+        ("toolu_2", True),
+    ]
+    assert step.metadata["thinking"] == "Search two sources."
+    assert t.steps[-1].action.text == "About 522,000."
+    assert "attachments-unresolved" in codes(t)
+
+
+def test_responses(fixtures: Path) -> None:
+    t = load_any(fixtures / "responses.json")
+    assert [s.actor for s in t.steps] == ["user", "assistant", "assistant"]
+    calls = t.steps[1].action.tool_calls
+    assert [(c.id, c.raw_arguments) for c in calls] == [
+        ("call_oslo", '{"to":"OSL"}'),
+        ("call_bgo", '{"to":"BGO"}'),
+    ]
+    assert [o.content for o in t.steps[1].observations] == ["SK 4021 at 09:10", "no flights"]
+    assert t.steps[1].metadata["reasoning"] == "Two lookups."
+    assert t.actor("assistant").system_prompt == "You are a travel agent."
+    assert t.steps[2].action.text == "Oslo: SK 4021. Bergen: none."
+
+
+def test_otel_genai_spans_give_exact_inputs(fixtures: Path) -> None:
+    traces = import_file(fixtures / "otel_genai.json")
+    assert len(traces) == 2
+    t = traces[0]
+    assert t.id == "5b8aa5a2d2c872e8321cf37308d69df2"
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert [s.actor for s in t.steps] == ["planner", "planner"]
+    first = t.steps[0]
+    assert isinstance(first.context, tuple)
+    assert [m.role for m in first.context] == ["system", "user"]
+    assert [c.arguments["city"] for c in first.action.tool_calls] == ["Paris", "Rome"]
+    assert {o.call_id: o.content for o in first.observations} == {"call_p": "rain", "call_r": "sun"}
+    assert first.sampling is not None
+    assert (first.sampling.model, first.sampling.temperature, first.sampling.seed) == ("gpt-4o", 0.0, 42)
+    assert first.sampling.max_tokens == 256
+    assert t.task == "Weather in Paris and Rome?"
+    assert t.steps[1].action.text == "Paris: rain. Rome: sun."
+
+
+def test_otel_without_content_says_which_variable_enables_it(fixtures: Path) -> None:
+    t = import_file(fixtures / "otel_genai.json")[1]
+    # base64 ids are normalised to hex
+    assert t.id == "0af7651916cd43dd8448eb211c80319c"
+    assert t.fidelity is not None and t.fidelity.class_ == "C"
+    warning = next(w for w in t.fidelity.warnings if w.code == "content-not-captured")
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in warning.message
+    # the tool span is the only record of the call: kept, and said so
+    assert [c.name for c in t.steps[0].action.tool_calls] == ["lookup"]
+    assert "calls-from-tool-spans" in codes(t)
+
+
+def test_otel_older_event_style(fixtures: Path) -> None:
+    (t,) = import_file(fixtures / "otel_events.json")
+    step = t.steps[0]
+    assert isinstance(step.context, tuple)
+    assert [(m.role, m.content) for m in step.context] == [
+        ("system", "Be brief."),
+        ("user", "What is 2+2?"),
+    ]
+    assert step.action.text == "4"
+    assert step.sampling is not None and step.sampling.top_p == 0.9
+
+
+def test_openinference(fixtures: Path) -> None:
+    (t,) = import_file(fixtures / "openinference.json")
+    assert [s.actor for s in t.steps] == ["researcher", "researcher"]
+    call = t.steps[0].action.tool_calls[0]
+    assert (call.id, call.name, call.arguments) == (
+        "call_1",
+        "search",
+        {"query": "capital of Australia"},
+    )
+    assert t.steps[0].observations[0].content == "Sydney is the largest city."
+    assert t.steps[0].sampling is not None
+    assert (t.steps[0].sampling.temperature, t.steps[0].sampling.max_tokens) == (0.7, 128)
+    assert t.actor("researcher").tools[0]["name"] == "search"
+    second = t.steps[1].context
+    assert isinstance(second, tuple) and second[0].content == "Find the capital of Australia."
+    assert second[2].tool_call_id == "call_1"
+
+
+def test_tau_bench(fixtures: Path) -> None:
+    failed, solved = import_file(fixtures / "tau_bench.json")
+    assert failed.outcome.failed is True and failed.outcome.score == 1.0
+    assert solved.outcome.failed is False and solved.outcome.score == 0.0
+    user = failed.actor("user")
+    # the simulated user is an LLM: its turns are decisions too
+    assert user.kind == "user" and user.decides
+    assert [s.actor for s in failed.steps] == ["user", "assistant", "assistant", "user"]
+    assert failed.steps[1].observations[0].call_id == "tc1"
+    assert failed.actor("assistant").system_prompt == "Retail agent policy: confirm before cancelling."
+
+
+def test_tau2_user_tool_calls_and_tool_ids(fixtures: Path) -> None:
+    (t,) = import_file(fixtures / "tau2.json")
+    assert t.id == "tau2/tau2/sim-1"
+    user_call = t.steps[4]
+    assert user_call.actor == "user"
+    assert user_call.action.tool_calls[0].name == "toggle_airplane_mode"
+    assert user_call.observations[0].content == "airplane mode on"
+    assert t.steps[2].action.tool_calls[0].arguments == {"phone": "555"}
+    assert t.steps[2].observations[0].content == '{"data": false}'
+    assert t.metadata["termination_reason"] == "user_stop"
+    assert t.metadata["task"]["id"] == "t1"
+
+
+def test_inspect_log_conversion_without_the_extra(fixtures: Path) -> None:
+    doc = read_document(fixtures / "inspect_log.json")
+    (t,) = convert_log(doc.data, doc)
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert [s.actor for s in t.steps] == ["solver_agent", "solver_agent"]
+    first = t.steps[0]
+    assert isinstance(first.context, tuple) and [m.role for m in first.context] == ["system", "user"]
+    assert first.sampling is not None and (first.sampling.seed, first.sampling.temperature) == (7, 0.5)
+    assert first.action.tool_calls[0].arguments == {"x": 1, "y": 3}
+    assert first.observations[0].content == "4"
+    assert t.outcome.failed is True and t.outcome.label == "match: I"
+    assert t.actor("solver_agent").tools[0]["name"] == "add"
+
+
+def test_formats_lists_every_builtin() -> None:
+    names = [n for n, _ in formats()]
+    for n in (
+        "car",
+        "who-and-when",
+        "tau-bench",
+        "inspect",
+        "otel",
+        "openai-responses",
+        "anthropic",
+        "openai-chat",
+    ):
+        assert n in names
+
+
+def test_jsonl_chat_file_holds_one_run_per_line(tmp_path: Path) -> None:
+    lines = [
+        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+        for i in range(3)
+    ]
+    f = tmp_path / "chats.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    traces = import_file(f)
+    assert [t.steps[1].action.text for t in traces] == ["a0", "a1", "a2"]
+    assert traces[2].source is not None and traces[2].source.locator == "line 3: $"
+
+
+def test_legacy_function_calls_and_mid_run_system_messages(tmp_path: Path) -> None:
+    f = tmp_path / "legacy.json"
+    f.write_text(
+        json.dumps(
+            [
+                {"role": "system", "content": "Be helpful."},
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                },
+                {"role": "function", "name": "weather", "content": "snow"},
+                {"role": "system", "content": "Answer in one word."},
+                {"role": "assistant", "content": "Snow."},
+            ]
+        )
+    )
+    t = load_any(f)
+    assert t.actor("assistant").system_prompt == "Be helpful."
+    assert t.steps[1].action.tool_calls[0].raw_arguments == '{"city": "Oslo"}'
+    assert t.steps[1].observations[0].content == "snow"
+    injected = t.steps[2]
+    assert (injected.actor, injected.metadata["role"]) == ("user", "system")
+    assert t.actor("user").kind == "user"
+    assert t.decision_steps == (1, 3)

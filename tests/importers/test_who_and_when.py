@@ -1,0 +1,106 @@
+"""Who&When on the real logs: every file imports and validates, and the labels map onto step indices."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from cli_helpers import run
+
+from car.importers import load_any
+from car.trace import parse_trace
+
+
+def _speaker(entry: dict[str, str]) -> str:
+    return entry.get("name") or entry["role"]
+
+
+@pytest.mark.parametrize("name", ["Hand-Crafted/1.json", "Algorithm-Generated/1.json"])
+def test_history_i_is_step_i(who_and_when: Path, name: str) -> None:
+    path = who_and_when / name
+    raw = json.loads(path.read_text())
+    t = load_any(path)
+    assert len(t.steps) == len(raw["history"])
+    for i, entry in enumerate(raw["history"]):
+        step = t.steps[i]
+        assert step.index == i
+        assert step.action.text == entry["content"]
+        speaker = _speaker(entry)
+        assert step.actor == speaker or step.metadata.get("speaker") == speaker
+
+
+def test_the_labelled_step_is_the_step_car_shows_with_that_index(who_and_when: Path) -> None:
+    path = who_and_when / "Hand-Crafted" / "1.json"
+    raw = json.loads(path.read_text())
+    t = load_any(path)
+    label = t.metadata["who_and_when"]
+    k = int(raw["mistake_step"])
+    assert label["mistake_step"] == k
+    assert t.steps[k].action.text == raw["history"][k]["content"]
+    assert t.steps[k].actor == raw["mistake_agent"]
+    assert label["mistake_reason"] == raw["mistake_reason"]
+    assert t.metadata["ground_truth"] == raw["ground_truth"]
+    assert t.task == raw["question"]
+    assert t.fidelity is not None and t.fidelity.class_ == "C"
+
+
+def test_magentic_roles_are_one_agent_with_the_qualifier_kept(who_and_when: Path) -> None:
+    t = load_any(who_and_when / "Hand-Crafted" / "1.json")
+    ids = {a.id: a.kind for a in t.actors}
+    assert ids["Orchestrator"] == "agent" and ids["human"] == "user"
+    assert not any("(" in a for a in ids)
+    qualified = [s for s in t.steps if "speaker" in s.metadata]
+    assert qualified and all(s.metadata["speaker"].startswith(s.actor + " (") for s in qualified)
+
+
+def test_algorithm_generated_keeps_system_prompts_and_terminal_is_not_a_decision(
+    who_and_when: Path,
+) -> None:
+    raw = json.loads((who_and_when / "Algorithm-Generated" / "1.json").read_text())
+    t = load_any(who_and_when / "Algorithm-Generated" / "1.json")
+    for name, prompt in raw["system_prompt"].items():
+        if any(a.id == name for a in t.actors):
+            assert t.actor(name).system_prompt == prompt
+    terminal = [a for a in t.actors if a.id == "Computer_terminal"]
+    assert terminal and terminal[0].kind == "tool" and not terminal[0].decides
+
+
+@pytest.mark.slow
+def test_all_184_logs_import_and_validate(
+    who_and_when: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = sorted(who_and_when.glob("*/*.json"))
+    assert len(files) == 184
+    per_set: Counter[str] = Counter()
+    steps: Counter[str] = Counter()
+    agents: Counter[str] = Counter()
+    mismatched = 0
+    for f in files:
+        raw = json.loads(f.read_text())
+        t = load_any(f)
+        again = parse_trace(json.loads(t.to_json()), source=str(f))
+        assert again == t
+        k = int(raw["mistake_step"])
+        assert t.metadata["who_and_when"]["mistake_step"] == k
+        assert t.steps[k].action.text == raw["history"][k]["content"]
+        assert len(t.steps) == len(raw["history"])
+        if t.steps[k].actor != raw["mistake_agent"]:
+            mismatched += 1
+            assert t.fidelity is not None
+            assert "label-speaker-mismatch" in {w.code for w in t.fidelity.warnings}
+        per_set[f.parent.name] += 1
+        steps[f.parent.name] += len(t.steps)
+        agents[f.parent.name] += sum(1 for a in t.actors if a.kind == "agent")
+    with capsys.disabled():
+        for name in sorted(per_set):
+            print(
+                f"\nWho&When {name}: {per_set[name]} logs, {steps[name]} steps "
+                f"(mean {steps[name] / per_set[name]:.1f}), {agents[name]} agent actors "
+                f"(mean {agents[name] / per_set[name]:.2f})"
+            )
+        print(f"Who&When: labelled agent differs from the labelled step's speaker in {mismatched} logs")
+    # `car validate DIR` agrees: every file ok, exit 0
+    assert run(["validate", str(who_and_when)]) == 0
+    assert "184 files, 184 runs ok, 0 failed" in capsys.readouterr().out
