@@ -72,6 +72,14 @@ class Scenario:
         """Whether a failing run is the one the shipped trace is meant to show."""
         return True
 
+    # A scenario whose failure label is itself random (outcome noise, a noisy judge) says so here and
+    # overrides `value`; its scorer is then not deterministic and the factual arm is estimated.
+    stochastic_score: ClassVar[bool] = False
+
+    def value(self, turns: Sequence[Turn], u: float) -> float:
+        """The scorer's value for a finished run, given a uniform draw `u` (used when stochastic)."""
+        return 1.0 if self.failed(turns) else 0.0
+
 
 @dataclass
 class SimPolicy:
@@ -107,7 +115,13 @@ class SimScorer:
     spec: str
     deterministic: bool = True
 
+    def __post_init__(self) -> None:
+        if self.scenario.stochastic_score:
+            self.deterministic = False
+
     async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        if self.scenario.stochastic_score:
+            return self.scenario.value(trajectory.turns, key.uniform())
         return 1.0 if self.scenario.failed(trajectory.turns) else 0.0
 
 
