@@ -223,6 +223,7 @@ def _report(
     level: float,
     min_effect: float,
     max_error_rate: float,
+    precomputed: ContrastiveResult | None = None,
 ) -> Report:
     from car import __version__
 
@@ -242,6 +243,8 @@ def _report(
             f"the scorer {comps.scorer.spec!r} says the recorded run did not fail (value 0): "
             "there is no failure to attribute; check the scorer"
         )
+    elif precomputed is not None:  # e.g. adaptive sampling's anytime-valid result
+        result = precomputed
     else:
         result = estimate_contrastive(
             arms,

@@ -95,6 +95,28 @@ def blame(
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+    adaptive: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive",
+            help="Sample adaptively until the locus is certified (anytime-valid intervals); "
+            "--samples and --level are then unused.",
+        ),
+    ] = False,
+    confidence: Annotated[
+        float,
+        typer.Option(help="With --adaptive: interval level and certification level (1 - delta)."),
+    ] = 0.95,
+    target_width: Annotated[
+        float | None,
+        typer.Option(
+            help="With --adaptive: stop once every undecided step's effect interval is this narrow."
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(help="With --adaptive: most rollouts to run (default 32 per decision step)."),
+    ] = None,
 ) -> None:
     """Rank the steps of a failed run by how much re-deciding them avoids the failure."""
     global _DEBUG
@@ -120,21 +142,40 @@ def blame(
     import asyncio
 
     with bar:
-        report = asyncio.run(
-            blame_async(
-                trace,
-                policy=policy,
-                env=env,
-                scorer=scorer,
-                samples=samples,
-                match_samples=match_samples,
-                seed=seed,
-                concurrency=concurrency,
-                level=level,
-                min_effect=min_effect,
-                progress=progress,
+        if adaptive:
+            from car.adaptive import blame_adaptive_async
+
+            report = asyncio.run(
+                blame_adaptive_async(
+                    trace,
+                    policy=policy,
+                    env=env,
+                    scorer=scorer,
+                    confidence=confidence,
+                    budget=budget,
+                    target_width=target_width,
+                    match_samples=match_samples,
+                    seed=seed,
+                    concurrency=concurrency,
+                    min_effect=min_effect,
+                )
             )
-        )
+        else:
+            report = asyncio.run(
+                blame_async(
+                    trace,
+                    policy=policy,
+                    env=env,
+                    scorer=scorer,
+                    samples=samples,
+                    match_samples=match_samples,
+                    seed=seed,
+                    concurrency=concurrency,
+                    level=level,
+                    min_effect=min_effect,
+                    progress=progress,
+                )
+            )
     text = render_json(report) if fmt is Format.json else _table_text(report, to_file=output is not None)
     if output is not None:
         try:
