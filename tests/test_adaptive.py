@@ -11,7 +11,7 @@ import pytest
 
 from car.adaptive import RowRunner, blame_adaptive_async, run_adaptive
 from car.cli import main
-from car.replay import Plan, Replay
+from car.replay import Replay
 from car.report import Report
 from car.sim import make, record, scenario_for
 from car.sim.planted import BinaryModel, truth

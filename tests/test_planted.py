@@ -96,7 +96,7 @@ def test_long_trace_majority_of_three() -> None:
     q = 0.4
     m = LongTrace(params={"n": 50, "q": q})
     t = truth(m)
-    k1, k2, _ = m.keys()
+    _, k2, _ = m.keys()
     assert t.v_none == pytest.approx(3 * q * q * (1 - q) + q**3)
     assert t.fail[k2] == pytest.approx(1 - (1 - q) ** 2)  # key 1 held BAD: one more BAD suffices
     assert t.locus(0.1) == k2
