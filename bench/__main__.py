@@ -153,6 +153,35 @@ def render(
             f"| {s.case} | {s.method} | {s.budget} | {s.reps} | {s.rmse:.4f} | {s.share_error:.4f} "
             f"| {s.coverage:.3f} | {s.width:.3f} |"
         )
+    headline = next(
+        (x for x in shapley if x.case == "planted-and" and x.method == "paper-12" and x.budget == 7680),
+        None,
+    )
+    if headline is not None:
+        eps = headline.rmse
+        out += [
+            "",
+            f"Rollouts to the paper's headline precision (RMSE {eps:.4f}: paper-12 on planted-and at "
+            "its 7,680 rollouts), from each cell by the 1/budget variance law of independent walks, "
+            "budget x (rmse / target)^2; ratios against paper-12 on the same case:",
+            "",
+            "| case | method | rollouts to target | paper-12 / method |",
+            "|---|---|---|---|",
+        ]
+        for x in shapley:
+            if x.budget == 7680:
+                continue
+            need = x.budget * (x.rmse / eps) ** 2
+            base = next(
+                (
+                    y
+                    for y in shapley
+                    if y.case == x.case and y.method == "paper-12" and y.budget == x.budget
+                ),
+                None,
+            )
+            ratio = base.budget * (base.rmse / eps) ** 2 / need if base is not None else math.nan
+            out.append(f"| {x.case} | {x.method} | {need:.0f} | {_f(ratio, '.1f')} |")
     return "\n".join(out) + "\n"
 
 
