@@ -26,6 +26,7 @@ FULL_CASES: list[tuple[Case, int, int]] = [
     (Case("cascade"), 6, 200),
     (Case("noisy-judge"), 3, 200),
     (Case("team"), 4, 200),
+    (Case("corridor"), 6, 200),
     (Case("long", (("n", 30),)), 30, 50),
 ]
 QUICK_CASES: list[tuple[Case, int, int]] = [

@@ -118,7 +118,7 @@ def shapley_cell(
     case: Case, method: str, budget: int, reps: int, seed0: int = 0, agents: bool = False
 ) -> ShapleyCell:
     model, _ = model_truth(case)
-    players = model.agents() if agents and hasattr(model, "agents") else None
+    players = getattr(model, "agents", lambda: None)() if agents else None
     groups = players if players else [[k] for k in range(model.size())]
     phi = np.array(shapley_values(model, groups))
     share = phi / phi.sum()

@@ -15,7 +15,8 @@ from scipy.special import xlogy
 
 from bench.methods import CONTRASTIVE
 from car.sim import record, scenario_for
-from car.sim.planted import BinaryModel, Truth, truth
+from car.sim.mdp import Corridor
+from car.sim.planted import BinaryModel, ExactModel, Truth, truth
 
 __all__ = ["Case", "certify_cell", "contrastive_cell", "lower_bound", "model_truth"]
 
@@ -35,9 +36,9 @@ class Case:
         return f"{self.model}({ps})" if ps else self.model
 
 
-def model_truth(case: Case) -> tuple[BinaryModel, Truth]:
+def model_truth(case: Case) -> tuple[ExactModel, Truth]:
     model = scenario_for(case.model, None, **dict(case.params))
-    assert isinstance(model, BinaryModel)
+    assert isinstance(model, BinaryModel | Corridor)
     return model, truth(model)
 
 

@@ -12,6 +12,7 @@ import pytest
 import car
 from car.replay import Plan, Replay
 from car.sim import SCENARIOS, make, record, scenario_for
+from car.sim.mdp import Corridor
 from car.sim.planted import (
     PLANTED,
     BinaryModel,
@@ -153,7 +154,7 @@ def _mc_fail(name: str, reps: int, seed: int = 5) -> tuple[np.ndarray, np.ndarra
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("name", ["mediated", "cascade", "noisy-judge", "graded", "team"])
+@pytest.mark.parametrize("name", ["mediated", "cascade", "noisy-judge", "graded", "team", "corridor"])
 def test_replay_engine_agrees_with_the_enumeration(name: str) -> None:
     # The engine runs the same program the enumeration walks: rescue curves agree within 4.5 SE.
     reps = 500
@@ -170,3 +171,21 @@ def test_car_blame_finds_the_planted_locus_across_seeds() -> None:
     want = truth(Chain()).locus(0.1)
     hits = sum(car.blame(trace, seed=s, samples=48, match_samples=0).locus == want for s in range(20))
     assert hits >= 18
+
+
+def test_corridor_dynamic_programme() -> None:
+    m = Corridor()
+    t = truth(m)
+    moves, cells = m.recorded_path()
+    assert cells[-1] == 0 and t.v_all == 1.0  # the recorded run fell: holding everything is the record
+    assert sum(t.shapley) == pytest.approx(t.v_all - t.v_none)
+    # Hand-check the last live step: from the recorded cell, the failure probability of one move.
+    k = len(moves) - 1
+    cell = cells[k]
+    direct = sum(
+        pa * pt * (c2 == 0)
+        for a, pa in zip(("left", "stay", "right"), m.policy(cell), strict=True)
+        for c2, pt in m.transition(cell, a)
+    )
+    assert t.fail[k] == pytest.approx(direct)
+    assert len({s.action.tool_calls[0].arguments["direction"] for s in record("corridor").steps}) >= 2

@@ -21,7 +21,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from car.protocols import Turn
 from car.sim.base import Scenario, say
@@ -32,6 +32,7 @@ __all__ = [
     "BinaryModel",
     "Cascade",
     "Chain",
+    "ExactModel",
     "Graded",
     "LongTrace",
     "Mediated",
@@ -161,6 +162,12 @@ class BinaryModel(Scenario):
 
         return walk(0, (), 1.0)
 
+    def deterministic_outcome(self) -> bool:
+        """Whether the scorer's value is a function of the choices (then v(N) is known exactly)."""
+        n = self.size()
+        values = {self.fail_prob(b) for b in itertools.product((False, True), repeat=min(n, 12))}
+        return not self.stochastic_score and values <= {0.0, 1.0}
+
 
 @dataclass(frozen=True)
 class Truth:
@@ -191,7 +198,21 @@ class Truth:
         return max(above) if above else None
 
 
-def shapley_values(model: BinaryModel, players: Sequence[Sequence[int]]) -> tuple[float, ...]:
+class ExactModel(Protocol):
+    """What `truth` needs: a size, exact v(S), the steps that can matter, and the scorer's kind."""
+
+    name: ClassVar[str]
+
+    def size(self) -> int: ...
+
+    def expected(self, held: frozenset[int]) -> float: ...
+
+    def relevant(self) -> frozenset[int] | None: ...
+
+    def deterministic_outcome(self) -> bool: ...
+
+
+def shapley_values(model: ExactModel, players: Sequence[Sequence[int]]) -> tuple[float, ...]:
     """Exact Shapley values of the game v(S) over `players` (groups of steps held together).
 
     Players none of whose steps is relevant are null (value 0) and are left out of the enumeration,
@@ -223,12 +244,11 @@ def shapley_values(model: BinaryModel, players: Sequence[Sequence[int]]) -> tupl
     return tuple(phi)
 
 
-def truth(model: BinaryModel) -> Truth:
+def truth(model: ExactModel) -> Truth:
     """Every exact answer for `model` (per-step Shapley values included)."""
     n = model.size()
     fail = tuple(model.expected(frozenset(range(k))) for k in range(n))
-    values = {model.fail_prob(bad) for bad in itertools.product((False, True), repeat=min(n, 12))}
-    deterministic = not model.stochastic_score and values <= {0.0, 1.0}
+    deterministic = model.deterministic_outcome()
     return Truth(
         v_all=model.expected(frozenset(range(n))),
         v_none=fail[0] if n else 0.0,
