@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -123,6 +123,7 @@ async def run_adaptive(
     budget: int = 1000,
     target_width: float | None = None,
     batch: int = 8,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> AdaptiveRun:
     """The allocation loop (see the module docstring). `budget` counts rollouts, the factual included."""
     runner = RowRunner(replay)
@@ -176,6 +177,8 @@ async def run_adaptive(
         )
         open_arms = state.open
         history.append((spent, open_arms))
+        if progress is not None:
+            progress("rollouts", spent, budget)
         if state.certified:
             stopped = "certified"
             break
@@ -234,6 +237,7 @@ async def blame_adaptive_async(
     concurrency: int = 8,
     min_effect: float = 0.1,
     max_error_rate: float = 0.5,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> Report:
     """`blame` with adaptive, anytime-valid sampling; see `car.blame.blame` for the shared options.
 
@@ -267,6 +271,7 @@ async def blame_adaptive_async(
         budget=budget,
         target_width=target_width,
         batch=concurrency,
+        progress=progress,
     )
     m = len(decisions)
     match_jobs = [
@@ -316,9 +321,10 @@ async def blame_adaptive_async(
             "target-width": f"every open step's interval is narrower than {target_width}",
             "certified": "",
         }[run.stopped]
+        which = ", ".join(map(str, open_steps))
+        plural = "steps" if len(open_steps) > 1 else "step"
         statement = (
-            f"best guess, not certified at {confidence:.0%}: {why}; steps "
-            f"{', '.join(map(str, open_steps))} still undecided"
+            f"best guess, not certified at {confidence:.0%}: {why}; {plural} {which} still undecided"
         )
     report.adaptive = Adaptive(
         certified=certified,

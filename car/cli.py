@@ -158,6 +158,7 @@ def blame(
                     seed=seed,
                     concurrency=concurrency,
                     min_effect=min_effect,
+                    progress=progress,
                 )
             )
         else:
