@@ -62,8 +62,8 @@ def _jobs(quick: bool) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], li
     else:
         for case in (Case("planted-and"), Case("planted-or"), Case("mediated"), Case("cascade")):
             for m in ("paper-1", "paper-12", "paper-1-shared"):
-                shapley.append((case, m, 960, 100))
-        shapley.append((Case("planted-and"), "paper-12", 7680, 50))  # the paper's headline budget
+                shapley.append((case, m, 960, 50))
+        shapley.append((Case("planted-and"), "paper-12", 7680, 30))  # the paper's headline budget
     return grid, certify, shapley
 
 
