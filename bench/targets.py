@@ -98,3 +98,41 @@ def check(
             )
         )
     return out
+
+
+def rollouts_to(cell: Any, target_rmse: float) -> float:
+    """Rollouts a Shapley cell's method needs for `target_rmse`, by the 1/budget variance law."""
+    return float(cell.budget * (cell.rmse / target_rmse) ** 2)
+
+
+def shapley_ratio_target(
+    cells: Sequence[Any], method: str, baseline: str, factor: float, target_rmse: float
+) -> Target | None:
+    """Median over cases of baseline / method rollouts to `target_rmse` must reach `factor`.
+
+    None until both methods have cells on a common case and budget (e.g. before car's Shapley
+    estimator is registered in `bench.credit`).
+    """
+    ratios = []
+    for c in cells:
+        if c.method != method:
+            continue
+        base = next(
+            (b for b in cells if b.method == baseline and b.case == c.case and b.budget == c.budget),
+            None,
+        )
+        if base is not None:
+            ratios.append(rollouts_to(base, target_rmse) / rollouts_to(c, target_rmse))
+    if not ratios:
+        return None
+    med = (
+        float(sorted(ratios)[len(ratios) // 2])
+        if len(ratios) % 2
+        else float(sum(sorted(ratios)[len(ratios) // 2 - 1 : len(ratios) // 2 + 1]) / 2)
+    )
+    return Target(
+        f"Shapley rollouts to the headline precision ({method} vs {baseline})",
+        f"median ratio {med:.1f}x over {len(ratios)} cases",
+        f">= {factor:g}x fewer",
+        med >= factor,
+    )

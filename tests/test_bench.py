@@ -90,3 +90,24 @@ def test_paper_plan_pairs_each_walk_with_its_reverse() -> None:
     assert len(orders) == 8
     for i in range(0, 8, 2):
         assert list(orders[i + 1]) == list(orders[i][::-1])
+
+
+@dataclass
+class FakeShapley:
+    case: str
+    method: str
+    budget: int
+    rmse: float
+
+
+def test_shapley_ratio_target_waits_for_both_methods_then_gates() -> None:
+    from bench.targets import shapley_ratio_target
+
+    paper = [FakeShapley(c, "paper-1", 960, 0.06) for c in ("and", "or", "mediated")]
+    assert shapley_ratio_target(paper, "car", "paper-1", 4, 0.02) is None
+    good = [FakeShapley(c, "car", 960, 0.025) for c in ("and", "or", "mediated")]  # 5.8x
+    t = shapley_ratio_target(paper + good, "car", "paper-1", 4, 0.02)
+    assert t is not None and t.passed
+    poor = [FakeShapley(c, "car", 960, 0.04) for c in ("and", "or", "mediated")]  # 2.25x
+    t = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02)
+    assert t is not None and not t.passed
