@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,11 +126,7 @@ def shapley_ratio_target(
             ratios.append(rollouts_to(base, target_rmse) / rollouts_to(c, target_rmse))
     if not ratios:
         return None
-    med = (
-        float(sorted(ratios)[len(ratios) // 2])
-        if len(ratios) % 2
-        else float(sum(sorted(ratios)[len(ratios) // 2 - 1 : len(ratios) // 2 + 1]) / 2)
-    )
+    med = statistics.median(ratios)
     return Target(
         f"Shapley rollouts to the headline precision ({method} vs {baseline})",
         f"median ratio {med:.1f}x over {len(ratios)} cases",
