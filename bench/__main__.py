@@ -9,9 +9,9 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from bench.credit import ShapleyCell, shapley_cell
+from bench.credit import SHAPLEY, ShapleyCell, shapley_cell
 from bench.suite import Case, Cell, certify_cell, contrastive_cell
-from bench.targets import PIVOT, Target, check
+from bench.targets import PIVOT, Target, check, shapley_ratio_target
 
 PIVOT_CASE = Case("planted-pivot", (("p", 0.9),), 0.0, PIVOT)
 
@@ -210,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         certify = [_run_certify(j) for j in cert_jobs]
         shapley = [_run_shapley(j) for j in shap_jobs]
     targets = check(grid, certify)
+    head = next((x for x in shapley if x.method == "paper-12" and x.budget == 7680), None)
+    for name in SHAPLEY if head is not None else ():
+        if name.startswith("paper"):
+            continue
+        # The bar: 4x fewer rollouts than the paper's estimator, 8x with seed sharing.
+        t = shapley_ratio_target(shapley, name, "paper-12", 8 if "shared" in name else 4, head.rmse)
+        if t is not None:
+            targets.append(t)
     text = render(command, grid, certify, shapley, targets)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
