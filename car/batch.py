@@ -15,7 +15,7 @@ import asyncio
 import glob
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -129,19 +129,29 @@ class BatchOptions:
     debug: bool = False
     source_format: str = "auto"  # --from: the importer to use (auto-detected by default)
     item: int | None = None  # --item: which run of a file that holds several
+    adaptive: bool = False  # --adaptive: anytime-valid sampling until the locus is certified
+    confidence: float = 0.95
+    budget: int | None = None  # rollouts per trace for the budgeted methods
+    target_width: float | None = None
 
     def blame_kwargs(self) -> dict[str, Any]:
-        return {
+        common = {
             "policy": self.policy,
             "env": self.env,
             "scorer": self.scorer,
-            "samples": self.samples,
             "match_samples": self.match_samples,
             "seed": self.seed,
-            "level": self.level,
             "min_effect": self.min_effect,
             "max_error_rate": self.max_error_rate,
         }
+        if self.adaptive:
+            return {
+                **common,
+                "confidence": self.confidence,
+                "budget": self.budget,
+                "target_width": self.target_width,
+            }
+        return {**common, "samples": self.samples, "level": self.level}
 
 
 @dataclass
@@ -303,7 +313,12 @@ async def attribute_one(
 
         kwargs = options.blame_kwargs()
         kwargs.update(policy=comps.policy, env=comps.env, scorer=comps.scorer)
-        report = await blame_async(
+        from car.adaptive import blame_adaptive_async
+
+        attribute: Callable[..., Awaitable[Report]] = (
+            blame_adaptive_async if options.adaptive else blame_async
+        )
+        report = await attribute(
             trace, **kwargs, concurrency=max(1, runner.concurrency), progress=tick, runner=runner
         )
         report.trace_path = path or None

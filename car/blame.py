@@ -104,6 +104,37 @@ def _validate_options(
         raise InputError(f"--min-effect must be in [0, 1), got {min_effect}")
 
 
+def prepare(
+    trace: Trace | str | Path,
+    policy: str | Policy | None,
+    env: str | Environment | None,
+    scorer: str | Scorer | None,
+    *,
+    seed: int,
+    runner: Runner | None = None,
+) -> tuple[Trace, str | None, _Components, Replay]:
+    """Load the trace (any format car imports), build its components and the replay engine.
+
+    With a `runner`, every rollout goes through the resumable store and the run's global limit.
+    """
+    path = None
+    if not isinstance(trace, Trace):
+        path = str(trace)
+        trace = load_any(trace)
+    elif trace.source is not None:
+        path = trace.source.path
+    if not trace.decision_steps:
+        raise InputError(
+            f"{path or trace.id}: no decision steps: no actor is an agent "
+            "(set $.actors[].kind to 'agent', or stochastic: true)"
+        )
+    comps = _resolve(trace, policy, env, scorer)
+    replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=seed)
+    if runner is not None:
+        replay = runner.bind(replay)
+    return trace, path, comps, replay
+
+
 async def blame_async(
     trace: Trace | str | Path,
     *,
@@ -126,22 +157,8 @@ async def blame_async(
     front of every rollout; batch attribution (`car.batch`) passes one shared by all traces.
     """
     _validate_options(samples, match_samples, concurrency, level, min_effect)
-    path = None
-    if not isinstance(trace, Trace):
-        path = str(trace)
-        trace = load_any(trace)
-    elif trace.source is not None:
-        path = trace.source.path
+    trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     decisions = trace.decision_steps
-    if not decisions:
-        raise InputError(
-            f"{path or trace.id}: no decision steps: no actor is an agent "
-            "(set $.actors[].kind to 'agent', or stochastic: true)"
-        )
-    comps = _resolve(trace, policy, env, scorer)
-    replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=seed)
-    if runner is not None:
-        replay = runner.bind(replay)
 
     m = len(decisions)
     factual_reps = 1 if comps.scorer.deterministic else samples
@@ -236,6 +253,7 @@ def _report(
     level: float,
     min_effect: float,
     max_error_rate: float,
+    precomputed: ContrastiveResult | None = None,
 ) -> Report:
     from car import __version__
 
@@ -255,6 +273,8 @@ def _report(
             f"the scorer {comps.scorer.spec!r} says the recorded run did not fail (value 0): "
             "there is no failure to attribute; check the scorer"
         )
+    elif precomputed is not None:  # e.g. adaptive sampling's anytime-valid result
+        result = precomputed
     else:
         result = estimate_contrastive(
             arms,

@@ -148,6 +148,28 @@ def blame(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress display.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+    adaptive: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive",
+            help="Sample adaptively until the locus is certified (anytime-valid intervals); "
+            "--samples and --level are then unused.",
+        ),
+    ] = False,
+    confidence: Annotated[
+        float,
+        typer.Option(help="With --adaptive: interval level and certification level (1 - delta)."),
+    ] = 0.95,
+    target_width: Annotated[
+        float | None,
+        typer.Option(
+            help="With --adaptive: stop once every undecided step's effect interval is this narrow."
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(help="With --adaptive: most rollouts to run (default 32 per decision step)."),
+    ] = None,
 ) -> None:
     """Rank the steps of failed runs by how much re-deciding them avoids the failure.
 
@@ -176,6 +198,10 @@ def blame(
             debug=debug,
             source_format=source_format,
             item=item,
+            adaptive=adaptive,
+            confidence=confidence,
+            budget=budget,
+            target_width=target_width,
         ),
         fmt=fmt,
         output=output,

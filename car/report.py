@@ -17,6 +17,7 @@ from car.jsonfile import describe_validation_error, read_json
 
 __all__ = [
     "REPORT_VERSION",
+    "Adaptive",
     "Budget",
     "Estimate",
     "Report",
@@ -102,6 +103,24 @@ class ShapleyReport(_Model):
     target_width: float | None = None
 
 
+class Adaptive(_Model):
+    """How an adaptive (`--adaptive`) run stopped, and whether its answer is certified."""
+
+    certified: bool = Field(
+        description="true: the locus holds at `confidence` (anytime-valid); false: a best guess"
+    )
+    confidence: float
+    target_width: float | None = None
+    budget: int = Field(description="the rollout budget requested")
+    rollouts: int = Field(description="rollouts run by the adaptive loop (match draws not included)")
+    rows: int = Field(description="replicates observed")
+    stopped: Literal["certified", "target-width", "budget"]
+    open_steps: list[int] = Field(
+        default_factory=list, description="steps whose verdict could still change the locus"
+    )
+    statement: str
+
+
 class Specs(_Model):
     policy: str
     env: str
@@ -139,6 +158,9 @@ class Report(_Model):
     first_error: str | None = None
     notes: list[str] = Field(default_factory=list)
     shapley: ShapleyReport | None = None
+    adaptive: Adaptive | None = Field(
+        default=None, description="present when sampling was adaptive: certified or best guess"
+    )
     budget: Budget
     seed: int
     level: float

@@ -6,6 +6,10 @@
     support-refund  a support agent swayed by a prompt injection decides, then executes, a refund
     research-team   four agents; a wrong answer needs an unreliable source AND a skipped check
 
+Planted-truth models (`car.sim.planted`, exact answers by enumeration; see docs/validation.md):
+    planted-pivot, planted-and, planted-or, chain, mediated, graded, cascade, noisy-judge, long, team
+    corridor        a tabular stochastic gridworld (three actions, slippery moves), exact by DP
+
 `record(name, seed=..., **params)` runs a scenario until it fails and returns that run as a trace; the
 trace names the scenario in its default specs and its parameters in `metadata.sim.params`.
 """
@@ -17,12 +21,16 @@ from typing import Any
 from car.errors import SpecError
 from car.sim.base import Scenario, SimEnvironment, SimPolicy, SimScorer
 from car.sim.base import record as _record
+from car.sim.mdp import Corridor
+from car.sim.planted import PLANTED, BinaryModel
 from car.sim.scenarios import And, Or, Pivot, ResearchTeam, SupportRefund
 from car.trace import Trace
 
 __all__ = ["SCENARIOS", "Scenario", "make", "record", "scenario_for"]
 
 SCENARIOS: dict[str, type[Scenario]] = {s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam)}
+SCENARIOS.update({s.name: s for s in PLANTED})
+SCENARIOS[Corridor.name] = Corridor
 
 
 def scenario_for(name: str, trace: Trace | None = None, **params: float) -> Scenario:
@@ -57,4 +65,7 @@ def make(kind: str, name: str, trace: Trace, spec: str) -> Any:
 
 def record(name: str, *, seed: int = 0, **params: float) -> Trace:
     """A recorded failing run of scenario `name` (deterministic for a given seed and parameters)."""
-    return _record(scenario_for(name, None, **params), seed=seed)
+    scenario = scenario_for(name, None, **params)
+    if isinstance(scenario, BinaryModel | Corridor):  # planted models state their recorded run
+        return scenario.recorded_trace(seed)
+    return _record(scenario, seed=seed)

@@ -72,6 +72,24 @@ class Scenario:
         """Whether a failing run is the one the shipped trace is meant to show."""
         return True
 
+    # A scenario whose world is random (a slippery move, a flaky tool) says so here and overrides
+    # `observe_random`; the draw comes from the environment's event key.
+    stochastic_env: ClassVar[bool] = False
+
+    def observe_random(
+        self, step: int, actor: str, action: Action, history: Sequence[Turn], u: float
+    ) -> tuple[Observation, ...]:
+        """The observations that follow `action` in a random world, given a uniform draw `u`."""
+        return self.observe(step, actor, action)
+
+    # A scenario whose failure label is itself random (outcome noise, a noisy judge) says so here and
+    # overrides `value`; its scorer is then not deterministic and the factual arm is estimated.
+    stochastic_score: ClassVar[bool] = False
+
+    def value(self, turns: Sequence[Turn], u: float) -> float:
+        """The scorer's value for a finished run, given a uniform draw `u` (used when stochastic)."""
+        return 1.0 if self.failed(turns) else 0.0
+
 
 @dataclass
 class SimPolicy:
@@ -96,7 +114,10 @@ class SimEnvironment:
     ) -> EnvStep:
         from car.protocols import Mode
 
-        obs = self.scenario.observe(index, actor, action)
+        if self.scenario.stochastic_env:
+            obs = self.scenario.observe_random(index, actor, action, state, key.uniform())
+        else:
+            obs = self.scenario.observe(index, actor, action)
         history = (*state, Turn(index, actor, action, obs, Mode.RESAMPLED))
         return EnvStep(obs, history, self.scenario.next_actor(index, history))
 
@@ -107,7 +128,13 @@ class SimScorer:
     spec: str
     deterministic: bool = True
 
+    def __post_init__(self) -> None:
+        if self.scenario.stochastic_score:
+            self.deterministic = False
+
     async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        if self.scenario.stochastic_score:
+            return self.scenario.value(trajectory.turns, key.uniform())
         return 1.0 if self.scenario.failed(trajectory.turns) else 0.0
 
 

@@ -1,0 +1,146 @@
+"""Shapley credit on planted models: the paper's permutation estimator now, car's own once registered.
+
+A Shapley method is a function `(game, budget, rng) -> ShapleyEstimate`; `Game` runs rollouts of
+"hold these players, resample the rest" through the real replay engine and counts them. To put car's
+estimator (`car.estimators.shapley`) side by side, add one entry to `SHAPLEY` with an adapter that
+plans its coalitions, values them with `game.values(...)` and calls the pure estimator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.methods import replay_for
+from bench.suite import Case, model_truth
+from car.estimators.paper import paper_shapley, paper_shapley_plan
+from car.replay import Plan
+from car.sim import record
+from car.sim.planted import shapley_values
+
+__all__ = ["SHAPLEY", "Game", "ShapleyEstimate", "register", "shapley_cell"]
+
+
+@dataclass(frozen=True)
+class ShapleyEstimate:
+    values: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    rollouts: int
+
+
+class Game:
+    """v(S) by rollouts: players are groups of steps; a coalition holds its players' steps."""
+
+    def __init__(self, case: Case, seed: int, players: Sequence[Sequence[int]] | None = None):
+        self.trace = record(case.model, **dict(case.params))
+        self.replay = replay_for(self.trace, seed)
+        n = len(self.trace.steps)
+        self.players = [list(p) for p in players] if players else [[k] for k in range(n)]
+
+    @property
+    def n(self) -> int:
+        return len(self.players)
+
+    def values(self, jobs: Sequence[tuple[frozenset[int], int]]) -> np.ndarray:
+        """Outcomes of (coalition of player indices, replicate) jobs, in order (NaN if unscored)."""
+
+        async def go() -> list[float]:
+            out = []
+            for coalition, replicate in jobs:
+                steps = [s for i in coalition for s in self.players[i]]
+                r = await self.replay.run(Plan.hold(steps), replicate)
+                out.append(math.nan if r.value is None else r.value)
+            return out
+
+        return np.array(asyncio.run(go()))
+
+    @property
+    def rollouts(self) -> int:
+        return self.replay.counters.rollouts
+
+
+def _paper(
+    per_coalition: int, shared: bool
+) -> Callable[[Game, int, np.random.Generator], ShapleyEstimate]:
+    def method(game: Game, budget: int, rng: np.random.Generator) -> ShapleyEstimate:
+        n = game.n
+        walks = max(2, budget // ((n + 1) * per_coalition))
+        orders = paper_shapley_plan(n, walks, rng)
+        jobs: list[tuple[frozenset[int], int]] = []
+        fresh = 0
+        for w, order in enumerate(orders):
+            for j in range(n + 1):
+                coalition = frozenset(int(x) for x in order[:j])
+                for c in range(per_coalition):
+                    # Without sharing every rollout gets its own replicate; with it, a walk's
+                    # coalitions share the replicates of that walk.
+                    rep = w * per_coalition + c if shared else fresh
+                    fresh += 1
+                    jobs.append((coalition, rep))
+        out = game.values(jobs).reshape(len(orders), n + 1, per_coalition)
+        est = paper_shapley(orders, np.nanmean(out, axis=2))
+        return ShapleyEstimate(est.values, est.low, est.high, game.rollouts)
+
+    return method
+
+
+SHAPLEY: dict[str, Callable[[Game, int, np.random.Generator], ShapleyEstimate]] = {
+    "paper-1": _paper(1, shared=False),
+    "paper-12": _paper(12, shared=False),
+    "paper-1-shared": _paper(1, shared=True),
+}
+
+
+def register(name: str, method: Callable[[Game, int, np.random.Generator], ShapleyEstimate]) -> None:
+    """Add a Shapley method to every Shapley table of the suite."""
+    SHAPLEY[name] = method
+
+
+@dataclass
+class ShapleyCell:
+    case: str
+    method: str
+    budget: int
+    reps: int
+    rmse: float
+    share_error: float
+    coverage: float
+    width: float
+    rollouts: float
+
+
+def shapley_cell(
+    case: Case, method: str, budget: int, reps: int, seed0: int = 0, agents: bool = False
+) -> ShapleyCell:
+    model, _ = model_truth(case)
+    players = getattr(model, "agents", lambda: None)() if agents else None
+    groups = players if players else [[k] for k in range(model.size())]
+    phi = np.array(shapley_values(model, groups))
+    share = phi / phi.sum()
+    sq, err, cov, width, spent = 0.0, 0.0, 0, 0.0, []
+    for s in range(seed0, seed0 + reps):
+        game = Game(case, s, groups)
+        est = SHAPLEY[method](game, budget, np.random.default_rng([s, 11]))
+        sq += float(np.mean((est.values - phi) ** 2))
+        total = est.values.sum()
+        err += float(np.mean(np.abs(est.values / total - share))) if total != 0 else 1.0
+        cov += int(np.sum((est.low <= phi + 1e-12) & (phi - 1e-12 <= est.high)))
+        width += float(np.mean(est.high - est.low))
+        spent.append(est.rollouts)
+    k = len(phi)
+    return ShapleyCell(
+        case.name,
+        method,
+        budget,
+        reps,
+        math.sqrt(sq / reps),
+        err / reps,
+        cov / (reps * k),
+        width / reps,
+        float(np.mean(spent)),
+    )

@@ -1,0 +1,168 @@
+"""Contrastive methods, each run once per seeded replication through the real replay engine.
+
+A method maps (trace, seed, budget) to a `Rep`: the locus it names, its per-step effect intervals and
+what it spent. `budget` is total rollouts; fixed designs spend budget // m per decision step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from car.adaptive import RowRunner, run_adaptive
+from car.estimators.contrastive import estimate_contrastive
+from car.estimators.paper import paper_contrastive
+from car.replay import Plan, Replay
+from car.sim import make
+from car.trace import Trace
+
+__all__ = ["CONTRASTIVE", "Rep", "replay_for"]
+
+
+@dataclass(frozen=True)
+class Rep:
+    locus: int | None
+    effect: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    rollouts: int
+    policy_calls: int
+    certified: bool | None = None
+
+
+def replay_for(trace: Trace, seed: int) -> Replay:
+    name = str(trace.metadata["sim"]["scenario"])
+    spec = f"sim:{name}"
+    return Replay(
+        trace,
+        make("policy", name, trace, spec),
+        make("env", name, trace, spec),
+        make("scorer", name, trace, spec),
+        seed=seed,
+    )
+
+
+def _value(v: float | None) -> float:
+    return math.nan if v is None else v
+
+
+def paper(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
+    """The paper's rule: K = budget // m fresh rollouts per step, bootstrap against the observed run."""
+    replay = replay_for(trace, seed)
+    decisions = trace.decision_steps
+    m = len(decisions)
+    k = max(budget // m, 1)
+
+    async def go() -> np.ndarray:
+        out = np.empty((m, k))
+        for j, d in enumerate(decisions):
+            plan = Plan.resample_from(trace, d)
+            for i in range(k):  # independent rollouts: no replicate is shared between steps
+                out[j, i] = _value((await replay.run(plan, j * k + i)).value)
+        return out
+
+    arms = asyncio.run(go())
+    res = paper_contrastive(arms, 1.0, np.random.default_rng([seed, 7]))
+    c = replay.counters
+    return Rep(res.locus, res.effect, res.low, res.high, c.rollouts, c.policy_calls)
+
+
+def car_fixed(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
+    """`car blame`'s fixed design: K = budget // m replicates per step, every arm run on every one."""
+    replay = replay_for(trace, seed)
+    decisions = trace.decision_steps
+    m = len(decisions)
+    exact = replay.scorer.deterministic
+    k = max((budget - (1 if exact else 0)) // (m + (0 if exact else 1)), 2)
+
+    async def go() -> tuple[np.ndarray, np.ndarray]:
+        reps = 1 if exact else k
+        fact = np.array([_value((await replay.run(Plan.hold_all(trace), r)).value) for r in range(reps)])
+        arms = np.empty((m, k))
+        for j, d in enumerate(decisions):
+            plan = Plan.resample_from(trace, d)
+            for r in range(k):
+                arms[j, r] = _value((await replay.run(plan, r)).value)
+        return arms, fact
+
+    arms, fact = asyncio.run(go())
+    res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)
+    c = replay.counters
+    eff = res.positions
+    return Rep(
+        res.locus,
+        np.array([p.effect.estimate for p in eff]),
+        np.array([p.effect.low for p in eff]),
+        np.array([p.effect.high for p in eff]),
+        c.rollouts,
+        c.policy_calls,
+    )
+
+
+def car_rows(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
+    """The fixed estimator on rows with fork reuse: as many full rows as the budget pays for."""
+    replay = replay_for(trace, seed)
+    runner = RowRunner(replay)
+    m = runner.m
+    exact = replay.scorer.deterministic
+    arms_all = list(range(m)) + ([] if exact else [m])
+
+    async def go() -> tuple[np.ndarray, np.ndarray]:
+        spent = 0
+        fact: list[float] = []
+        if exact:
+            fact.append(_value((await replay.run(Plan.hold_all(trace), 0)).value))
+            spent = 1
+        rows: list[dict[int, float]] = []
+        r = 1
+        while budget - spent >= len(arms_all):
+            out, cost = await runner.row(arms_all, r)
+            rows.append(out)
+            spent += cost
+            r += 1
+        arms = np.array([[row.get(j, math.nan) for row in rows] for j in range(m)])
+        f = np.array(fact) if exact else np.array([row.get(m, math.nan) for row in rows])
+        return arms, f
+
+    arms, fact = asyncio.run(go())
+    res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)
+    c = replay.counters
+    eff = res.positions
+    return Rep(
+        res.locus,
+        np.array([p.effect.estimate for p in eff]),
+        np.array([p.effect.low for p in eff]),
+        np.array([p.effect.high for p in eff]),
+        c.rollouts,
+        c.policy_calls,
+    )
+
+
+def car_adaptive(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
+    """Adaptive rows with anytime-valid intervals, stopping when certified or at the budget."""
+    replay = replay_for(trace, seed)
+    run = asyncio.run(
+        run_adaptive(replay, confidence=0.95, min_effect=min_effect, budget=budget, batch=8)
+    )
+    pos = run.state.result.positions
+    return Rep(
+        run.state.locus,
+        np.array([p.effect.estimate for p in pos]),
+        np.array([p.effect.low for p in pos]),
+        np.array([p.effect.high for p in pos]),
+        replay.counters.rollouts,
+        replay.counters.policy_calls,
+        run.state.certified,
+    )
+
+
+CONTRASTIVE: dict[str, Callable[[Trace, int, int, float], Rep]] = {
+    "paper": paper,
+    "car-fixed": car_fixed,
+    "car-rows": car_rows,
+    "car-adaptive": car_adaptive,
+}

@@ -1,0 +1,337 @@
+"""Adaptive, anytime-valid contrastive attribution: rollouts go where the locus is still undecided.
+
+The loop works in *rows*. A row is one fresh replicate r on which every arm still in play is observed:
+"resample from decision k" for the open positions k, plus the factual arm when the scorer is not
+deterministic. Arms on the same replicate share every draw (event-keyed randomness), so when the
+rollout of arm k reproduces the recorded turns up to decision j it *is* the rollout of arm j on that
+replicate, draw for draw (the fork-reuse invariant): arm j is observed for free. A row therefore
+costs one rollout per point where the replay leaves the record, not one per arm, and every cell of a
+row is observed, so paired differences between arms stay unbiased.
+
+After each batch of rows (batch = the concurrency) `locus_state` re-decides each position with
+anytime-valid confidence sequences. Positions before the latest certainly-significant one cannot
+change the answer and get no more rollouts; the loop stops when the locus is certified at the
+requested confidence, when every open position's interval is narrower than `target_width`, or when
+the rollout budget is spent. Rows are only started when the budget can pay for all their arms, so the
+budget is never exceeded and no row is cut short (a cut row would bias the estimate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from car.errors import InputError
+from car.estimators.sequential import LocusState, locus_state
+from car.protocols import Environment, Mode, Policy, Scorer, Turn
+from car.replay import Plan, Replay, Rollout
+from car.report import Adaptive, Report
+from car.trace import Trace
+
+if TYPE_CHECKING:
+    from car.runner import Runner
+
+__all__ = ["AdaptiveRun", "RowRunner", "blame_adaptive_async", "run_adaptive"]
+
+Stop = Literal["certified", "target-width", "budget"]
+
+
+@dataclass
+class RowRunner:
+    """Runs rows of arms on fresh replicates, reusing a rollout for every later arm it reproduces."""
+
+    replay: Replay
+
+    def __post_init__(self) -> None:
+        trace = self.replay.trace
+        self.decisions = trace.decision_steps
+        self.m = len(self.decisions)
+        self.n = len(trace.steps)
+        self.sigs = [
+            Turn(s.index, s.actor, s.action, s.observations, Mode.COPIED).signature()
+            for s in trace.steps
+        ]
+        self.rollouts = 0
+
+    def plan(self, arm: int) -> Plan:
+        """Arm k < m: resample from decision k; arm m: the factual arm (hold everything)."""
+        trace = self.replay.trace
+        if arm == self.m:
+            return Plan.hold_all(trace)
+        return Plan.resample_from(trace, self.decisions[arm])
+
+    def _start(self, arm: int) -> int:
+        return self.n if arm == self.m else self.decisions[arm]
+
+    def _agrees(self, rollout: Rollout, start: int) -> int:
+        """The first position at or after `start` where the rollout leaves the record."""
+        turns = rollout.turns
+        i = start
+        while i < self.n and i < len(turns) and turns[i].signature() == self.sigs[i]:
+            i += 1
+        if i == self.n and (len(turns) != self.n or rollout.truncated):
+            return self.n - 1  # same steps but the run went on: not the factual run
+        if i == len(turns) and i < self.n:
+            return i - 1  # the run ended early: an arm starting at i would still act there
+        return i
+
+    async def row(self, arms: Sequence[int], replicate: int) -> tuple[dict[int, float], int]:
+        """Observe `arms` (sorted) on `replicate`; returns {arm: value} and the rollouts it cost."""
+        out: dict[int, float] = {}
+        cost = 0
+        i = 0
+        while i < len(arms):
+            arm = arms[i]
+            rollout = await self.replay.run(self.plan(arm), replicate)
+            cost += 1
+            value = math.nan if rollout.value is None else rollout.value
+            out[arm] = value
+            i += 1
+            if rollout.status != "ok":
+                continue
+            reach = self._agrees(rollout, self._start(arm))
+            # Arm j is this very rollout when the record was reproduced up to j's first change.
+            while i < len(arms) and self._start(arms[i]) <= reach:
+                out[arms[i]] = value
+                i += 1
+        self.rollouts += cost
+        return out, cost
+
+
+@dataclass
+class AdaptiveRun:
+    """What the loop gathered and decided."""
+
+    arms: np.ndarray  # (m, rows), NaN = not observed in that row
+    factual: np.ndarray  # (rows,) or (1,) when exact
+    state: LocusState
+    stopped: Stop
+    rollouts: int
+    rows: int
+    history: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)  # (rollouts, open)
+
+
+async def run_adaptive(
+    replay: Replay,
+    *,
+    confidence: float = 0.95,
+    min_effect: float = 0.1,
+    budget: int = 1000,
+    target_width: float | None = None,
+    batch: int = 8,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> AdaptiveRun:
+    """The allocation loop (see the module docstring). `budget` counts rollouts, the factual included."""
+    runner = RowRunner(replay)
+    m = runner.m
+    exact = replay.scorer.deterministic
+    spent = 0
+    factual_cells: list[float] = []
+    if exact:
+        first = await replay.run(Plan.hold_all(replay.trace), 0)
+        spent += 1
+        factual_cells.append(math.nan if first.value is None else first.value)
+    cells: list[dict[int, float]] = []
+    state: LocusState | None = None
+    history: list[tuple[int, tuple[int, ...]]] = []
+    open_arms: tuple[int, ...] = tuple(range(m))
+    stopped: Stop = "budget"
+    replicate = 1 if exact else 0
+    fact = np.array(factual_cells)
+    if exact and (len(fact) == 0 or np.isnan(fact[0]) or fact[0] == 0):
+        # Nothing to attribute (or nothing scorable): the caller's report explains it.
+        empty = np.full((m, 0), math.nan)
+        state = locus_state(
+            empty,
+            np.array([1.0]),
+            factual_exact=True,
+            confidence=confidence,
+            min_effect=min_effect,
+        )
+        return AdaptiveRun(empty, fact, state, "budget", spent, 0)
+    while True:
+        row_arms = list(open_arms) + ([] if exact else [m])
+        # Looks thin out geometrically (any look schedule is valid for a CS; fewer looks cost less).
+        rows = min(max(batch, len(cells) // 8), (budget - spent) // max(len(row_arms), 1))
+        if rows <= 0:
+            stopped = "budget"
+            break
+        jobs = [runner.row(row_arms, replicate + j) for j in range(rows)]
+        replicate += rows
+        for out, cost in await asyncio.gather(*jobs):
+            spent += cost
+            cells.append(out)
+        arms, factual = _matrix(cells, m, exact, factual_cells)
+        state = locus_state(
+            arms,
+            factual,
+            factual_exact=exact,
+            confidence=confidence,
+            min_effect=min_effect,
+            previous=state,
+            drops=False,
+        )
+        open_arms = state.open
+        history.append((spent, open_arms))
+        if progress is not None:
+            progress("rollouts", spent, budget)
+        if state.certified:
+            stopped = "certified"
+            break
+        if target_width is not None and all(
+            state.result.positions[k].effect.high - state.result.positions[k].effect.low <= target_width
+            for k in open_arms
+        ):
+            stopped = "target-width"
+            break
+    arms, factual = _matrix(cells, m, exact, factual_cells)
+    state = locus_state(
+        arms,
+        factual,
+        factual_exact=exact,
+        confidence=confidence,
+        min_effect=min_effect,
+        previous=state,
+    )
+    return AdaptiveRun(arms, factual, state, stopped, spent, len(cells), history)
+
+
+def _matrix(
+    cells: list[dict[int, float]], m: int, exact: bool, factual_cells: list[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    arms = np.full((m, len(cells)), math.nan)
+    fact = np.full(len(cells), math.nan)
+    for r, row in enumerate(cells):
+        for arm, value in row.items():
+            if arm == m:
+                fact[r] = value
+            else:
+                arms[arm, r] = value
+    return arms, (np.array(factual_cells) if exact else fact)
+
+
+def _validate(confidence: float, budget: int, target_width: float | None) -> None:
+    if not 0.5 <= confidence < 1:
+        raise InputError(f"--confidence must be in [0.5, 1), got {confidence}")
+    if budget < 2:
+        raise InputError(f"--budget must be at least 2 rollouts, got {budget}")
+    if target_width is not None and not 0 < target_width <= 2:
+        raise InputError(f"--target-width must be in (0, 2], got {target_width}")
+
+
+async def blame_adaptive_async(
+    trace: Trace | str | Path,
+    *,
+    policy: str | Policy | None = None,
+    env: str | Environment | None = None,
+    scorer: str | Scorer | None = None,
+    confidence: float = 0.95,
+    budget: int | None = None,
+    target_width: float | None = None,
+    match_samples: int = 8,
+    seed: int = 0,
+    concurrency: int = 8,
+    min_effect: float = 0.1,
+    max_error_rate: float = 0.5,
+    progress: Callable[[str, int, int], None] | None = None,
+    runner: Runner | None = None,
+) -> Report:
+    """`blame` with adaptive, anytime-valid sampling; see `car.blame.blame` for the shared options.
+
+    `confidence` is both the level of every reported interval (confidence sequences, valid however
+    the sampling stopped) and the certification level (delta = 1 - confidence). `budget` caps the
+    rollouts (default: 32 per decision step); `target_width` stops once every still-open step's
+    effect interval is at most this wide.
+    """
+    from car.blame import _gather_limited, _report, prepare
+
+    trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
+    decisions = trace.decision_steps
+    budget = 32 * len(decisions) if budget is None else budget
+    _validate(confidence, budget, target_width)
+    if concurrency < 1:
+        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    run = await run_adaptive(
+        replay,
+        confidence=confidence,
+        min_effect=min_effect,
+        budget=budget,
+        target_width=target_width,
+        batch=concurrency,
+        progress=progress,
+    )
+    m = len(decisions)
+    match_jobs = [
+        partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
+    ]
+    try:
+        actions = await _gather_limited(match_jobs, concurrency, lambda: None)
+    except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
+        actions = []
+        replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
+    matches = np.zeros((m, match_samples), dtype=bool)
+    for i, a in enumerate(actions):
+        k, j = divmod(i, match_samples)
+        matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
+    have = len(actions) == m * match_samples and match_samples > 0
+    report = _report(
+        trace,
+        path,
+        comps,
+        replay,
+        [],
+        run.factual,
+        run.arms,
+        matches if have else None,
+        samples=int((~np.isnan(run.arms)).sum(axis=1).min()) if run.arms.size else 0,
+        match_samples=match_samples,
+        seed=seed,
+        level=confidence,
+        min_effect=min_effect,
+        max_error_rate=max_error_rate,
+        precomputed=run.state.result,
+    )
+    open_steps = [decisions[k] for k in run.state.open]
+    certified = run.state.certified and report.locus == (
+        decisions[run.state.locus] if run.state.locus is not None else None
+    )
+    if certified and report.locus is not None:
+        statement = (
+            f"certified at {confidence:.0%}: step {report.locus} is the latest step whose effect "
+            f"exceeds {min_effect:.0%}, and every later step's effect is at most {min_effect:.0%}"
+        )
+    elif certified:
+        statement = f"certified at {confidence:.0%}: no step's effect exceeds {min_effect:.0%}"
+    else:
+        why = {
+            "budget": f"the budget of {budget} rollouts ran out",
+            "target-width": f"every open step's interval is narrower than {target_width}",
+            "certified": "",
+        }[run.stopped]
+        which = ", ".join(map(str, open_steps))
+        plural = "steps" if len(open_steps) > 1 else "step"
+        statement = (
+            f"best guess, not certified at {confidence:.0%}: {why}; {plural} {which} still undecided"
+        )
+    report.adaptive = Adaptive(
+        certified=certified,
+        confidence=confidence,
+        target_width=target_width,
+        budget=budget,
+        rollouts=run.rollouts,
+        rows=run.rows,
+        stopped=run.stopped,
+        open_steps=open_steps,
+        statement=statement,
+    )
+    report.notes.append(statement)  # rendered with the other notes: no renderer change needed
+    prefix = "Certified" if certified else "Best guess"
+    report.headline = f"{prefix} ({confidence:.0%}): {report.headline}"
+    return report

@@ -1,0 +1,122 @@
+"""Adaptive sampling: row reuse is exact, the budget holds, certified answers are wrong <= delta."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import numpy as np
+import pytest
+
+from car.adaptive import RowRunner, blame_adaptive_async, run_adaptive
+from car.cli import main
+from car.replay import Replay
+from car.report import Report
+from car.sim import make, record, scenario_for
+from car.sim.planted import BinaryModel, truth
+
+
+def _replay(name: str, seed: int, **params: float) -> Replay:
+    trace = record(name, **params)
+    spec = f"sim:{name}"
+    return Replay(
+        trace,
+        make("policy", name, trace, spec),
+        make("env", name, trace, spec),
+        make("scorer", name, trace, spec),
+        seed=seed,
+    )
+
+
+@pytest.mark.parametrize("name", ["planted-pivot", "long", "noisy-judge", "team"])
+def test_a_row_equals_every_arm_run_on_its_own(name: str) -> None:
+    replay = _replay(name, 3)
+    runner = RowRunner(replay)
+    arms = list(range(runner.m + 1))
+
+    async def go() -> None:
+        saved = 0
+        for r in range(40):
+            row, cost = await runner.row(arms, r)
+            assert set(row) == set(arms)
+            saved += len(arms) - cost
+            for arm in arms:
+                alone = await replay.run(runner.plan(arm), r)
+                assert alone.value == row[arm] or (alone.value is None and math.isnan(row[arm]))
+        assert saved > 0  # reuse happened
+
+    asyncio.run(go())
+
+
+def test_budget_is_never_exceeded() -> None:
+    for budget in (5, 17, 60):
+        replay = _replay("cascade", 1)
+        run = asyncio.run(run_adaptive(replay, budget=budget, min_effect=0.1, batch=4))
+        assert run.rollouts <= budget
+        assert replay.counters.rollouts == run.rollouts
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "min_effect"),
+    [("planted-and", {}, 0.1), ("mediated", {}, 0.3), ("planted-pivot", {"p": 0.7}, 0.2)],
+)
+def test_certified_locus_is_wrong_at_most_delta_of_the_time(
+    name: str, params: dict[str, float], min_effect: float
+) -> None:
+    model = scenario_for(name, None, **params)
+    assert isinstance(model, BinaryModel)
+    want = truth(model).locus(min_effect)
+    delta, seeds = 0.1, 60
+    wrong = certified = 0
+    for s in range(seeds):
+        replay = _replay(name, s, **params)
+        run = asyncio.run(run_adaptive(replay, confidence=1 - delta, min_effect=min_effect, budget=3000))
+        if run.state.certified:
+            certified += 1
+            wrong += run.state.locus != want
+    assert certified >= seeds * 0.9
+    assert wrong / seeds <= delta
+
+
+def test_report_says_certified_or_best_guess() -> None:
+    trace = record("planted-and")
+    rep = asyncio.run(blame_adaptive_async(trace, budget=2000, seed=2))
+    assert rep.adaptive is not None and rep.adaptive.certified
+    assert rep.headline.startswith("Certified (95%)") and rep.locus == 1
+    tight = asyncio.run(blame_adaptive_async(trace, budget=12, seed=2))
+    assert tight.adaptive is not None and not tight.adaptive.certified
+    assert tight.adaptive.stopped == "budget" and tight.headline.startswith("Best guess")
+    assert tight.adaptive.rollouts <= 12
+
+
+def test_target_width_stops_early() -> None:
+    trace = record("planted-pivot", p=0.9)
+    rep = asyncio.run(blame_adaptive_async(trace, budget=5000, target_width=0.2, min_effect=0.0, seed=1))
+    assert rep.adaptive is not None and rep.adaptive.stopped == "target-width"
+    assert rep.adaptive.rollouts < 5000
+
+
+def test_cli_adaptive_json(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "t.json"
+    path.write_text(record("planted-and").model_dump_json(), encoding="utf-8")
+    main(["blame", str(path), "--adaptive", "--budget", "400", "--format", "json"])
+    report = Report.model_validate(json.loads(capsys.readouterr().out))
+    assert report.adaptive is not None and report.adaptive.budget == 400
+
+
+def test_cli_rejects_bad_confidence(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "t.json"
+    path.write_text(record("planted-and").model_dump_json(), encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["blame", str(path), "--adaptive", "--confidence", "1.2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--confidence" in err[0]
+
+
+def test_rows_share_samples_across_arms() -> None:
+    replay = _replay("planted-pivot", 0, p=0.9)
+    run = asyncio.run(run_adaptive(replay, budget=96, min_effect=0.0))
+    observed = (~np.isnan(run.arms)).sum(axis=1)
+    assert observed.sum() > run.rollouts  # more cells than rollouts: reuse

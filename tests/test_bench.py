@@ -1,0 +1,113 @@
+"""The bench's pure parts: the paper's estimators and the regression check."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from bench.targets import PIVOT, check
+from car.estimators.paper import paper_contrastive, paper_shapley, paper_shapley_plan
+from car.sim.planted import PlantedAnd, Team, shapley_values
+
+
+@dataclass
+class FakeCell:
+    case: str
+    method: str
+    budget: int
+    reps: int
+    correct: int
+    rollouts_max: int
+    coverage: float = float("nan")
+    certified: float | None = None
+    wrong_certified: float | None = None
+
+
+def _pivot(ours: int, ours_max: int = 96) -> list[FakeCell]:
+    return [
+        FakeCell(PIVOT, "paper", 96, 40, 16, 96),
+        FakeCell(PIVOT, "car-rows", 96, 40, ours, ours_max),
+        FakeCell("and", "car-fixed", 288, 200, 200, 288, coverage=0.95),
+    ]
+
+
+def test_check_passes_and_fails_on_the_thresholds() -> None:
+    assert all(t.passed for t in check(_pivot(38), []) if t.gating)
+    failed = [t for t in check(_pivot(37), []) if t.gating and not t.passed]
+    assert [t.name.split(" (")[0] for t in failed] == ["pivot locus"]
+    over_budget = [t for t in check(_pivot(40, 97), []) if t.gating and not t.passed]
+    assert len(over_budget) == 1
+
+
+def test_coverage_gates_below_and_tracks_above() -> None:
+    cells = _pivot(40)
+    cells[2].coverage = 0.91
+    low = [t for t in check(cells, []) if not t.passed]
+    assert any(t.gating and "lower end" in t.name for t in low)
+    cells[2].coverage = 0.985
+    high = [t for t in check(cells, []) if not t.passed]
+    assert high and all(not t.gating for t in high)
+
+
+def test_certified_error_rate_gates() -> None:
+    ok = FakeCell("and", "car-adaptive", 5000, 200, 200, 100, certified=1.0, wrong_certified=0.02)
+    bad = FakeCell("and", "car-adaptive", 5000, 200, 180, 100, certified=1.0, wrong_certified=0.08)
+    assert all(t.passed for t in check([], [ok]))
+    assert not any(t.passed for t in check([], [bad]))
+
+
+def test_paper_contrastive_needs_about_four_rescues() -> None:
+    # K = 16, observed run = 1: a step is significant only with enough rescues in its arm.
+    rng = np.random.default_rng(0)
+    for rescues, significant in [(1, False), (2, False), (6, True)]:
+        arm = np.ones(16)
+        arm[:rescues] = 0
+        arms = np.vstack([np.ones(16), arm, np.ones(16)])
+        res = paper_contrastive(arms, 1.0, rng)
+        assert (res.locus == 1) is significant
+
+
+def test_paper_shapley_is_exact_on_every_order_with_exact_values() -> None:
+    for model, players in [(PlantedAnd(), [[0], [1], [2]]), (Team(), Team().agents())]:
+        phi = shapley_values(model, players)
+        n = len(players)
+        orders = np.array(list(itertools.permutations(range(n))))
+        values = np.array(
+            [
+                [model.expected(frozenset(s for i in o[:j] for s in players[i])) for j in range(n + 1)]
+                for o in orders
+            ]
+        )
+        est = paper_shapley(orders, values)
+        assert est.values == pytest.approx(phi)
+
+
+def test_paper_plan_pairs_each_walk_with_its_reverse() -> None:
+    orders = paper_shapley_plan(5, 7, np.random.default_rng(1))
+    assert len(orders) == 8
+    for i in range(0, 8, 2):
+        assert list(orders[i + 1]) == list(orders[i][::-1])
+
+
+@dataclass
+class FakeShapley:
+    case: str
+    method: str
+    budget: int
+    rmse: float
+
+
+def test_shapley_ratio_target_waits_for_both_methods_then_gates() -> None:
+    from bench.targets import shapley_ratio_target
+
+    paper = [FakeShapley(c, "paper-1", 960, 0.06) for c in ("and", "or", "mediated")]
+    assert shapley_ratio_target(paper, "car", "paper-1", 4, 0.02) is None
+    good = [FakeShapley(c, "car", 960, 0.025) for c in ("and", "or", "mediated")]  # 5.8x
+    t = shapley_ratio_target(paper + good, "car", "paper-1", 4, 0.02)
+    assert t is not None and t.passed
+    poor = [FakeShapley(c, "car", 960, 0.04) for c in ("and", "or", "mediated")]  # 2.25x
+    t = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02)
+    assert t is not None and not t.passed
