@@ -41,6 +41,18 @@ class Format(StrEnum):
     json = "json"
 
 
+class MethodName(StrEnum):
+    contrastive = "contrastive"
+    shapley = "shapley"
+    auto = "auto"
+
+
+class ShapleyName(StrEnum):
+    exact = "exact"
+    permutation = "permutation"
+    auto = "auto"
+
+
 class SchemaName(StrEnum):
     trace = "trace"
     report = "report"
@@ -92,6 +104,22 @@ def blame(
     concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 8,
     level: Annotated[float, typer.Option(help="Two-sided interval level.")] = 0.95,
     min_effect: Annotated[float, typer.Option(help="Smallest rescue effect that counts.")] = 0.1,
+    method: Annotated[
+        MethodName, typer.Option(help="contrastive, shapley, or auto (Shapley when credit is shared).")
+    ] = MethodName.auto,
+    players: Annotated[
+        str, typer.Option(help="Shapley players: steps, agents, or step groups like '0,1;2,3'.")
+    ] = "steps",
+    shapley: Annotated[
+        ShapleyName, typer.Option(help="Shapley estimator: exact, permutation, or auto.")
+    ] = ShapleyName.auto,
+    budget: Annotated[int, typer.Option(help="Most rollouts Shapley may run.")] = 1000,
+    budget_calls: Annotated[
+        int | None, typer.Option(help="Most policy calls Shapley may make (default: no cap).")
+    ] = None,
+    target_width: Annotated[
+        float | None, typer.Option(help="Stop Shapley once every interval half-width is this small.")
+    ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
@@ -133,6 +161,12 @@ def blame(
                 level=level,
                 min_effect=min_effect,
                 progress=progress,
+                method=method.value,
+                players=players,
+                shapley_method=shapley.value,
+                budget=budget,
+                budget_calls=budget_calls,
+                target_width=target_width,
             )
         )
     text = render_json(report) if fmt is Format.json else _table_text(report, to_file=output is not None)
