@@ -63,11 +63,20 @@ def render_table(report: Report, console: Console) -> None:
     table.add_column("drop", no_wrap=True)
     table.add_column("match", no_wrap=True, justify="right")
     table.add_column("verdict", no_wrap=True)
+    from car.render_shapley import phi_cell, shapley_lines, shapley_table, share_cell, step_players
+
+    phi = step_players(report)
+    if phi:
+        table.add_column(f"phi [{report.level:.0%} CI]", no_wrap=True)
+        table.add_column("share", no_wrap=True, justify="right")
 
     decisions = [s for s in report.steps if s.decision]
 
     def rank_key(index: int) -> tuple[int, float, int]:
         s = report.steps[index]
+        if phi:  # Shapley ran over steps: rank by credit
+            p = phi.get(s.index)
+            return (0, -(p.value if p is not None else -2.0), s.index)
         first = 0 if s.index == report.locus else 1
         drop = s.drop.estimate if s.drop and s.drop.estimate is not None else -2.0
         return (first, -drop, s.index)
@@ -90,9 +99,12 @@ def render_table(report: Report, console: Console) -> None:
             _pct(s.drop, signed=True),
             match,
             Text(verdict, style=_STYLE.get(verdict, "")),
+            *((phi_cell(phi.get(index)), share_cell(phi.get(index))) if phi else ()),
         )
 
-    lines: list[Text] = [Text(""), literal(report.headline)]
+    extra = shapley_table(report)
+    lines: list[Text | Table] = [extra] if extra is not None else []
+    lines += [Text(""), literal(report.headline), *shapley_lines(report)]
     for note in report.notes:
         lines.append(Text("note: ") + literal(note))
     m = report.match_rate

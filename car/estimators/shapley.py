@@ -40,6 +40,7 @@ __all__ = [
     "walk_marginals",
 ]
 
+PSEUDO = 0.25  # pseudo-count per side when a coalition's variance is estimated
 MAX_EXACT_PLAYERS = 20  # 2^20 coalitions: beyond this exact enumeration is never affordable
 
 
@@ -183,7 +184,7 @@ def coalition_moments(
         if m == 0:
             continue
         mean = float(x.mean())
-        shrunk = (mean * m + 0.5) / (m + 1)
+        shrunk = (mean * m + PSEUDO) / (m + 2 * PSEUDO)
         floor = shrunk * (1 - shrunk)
         binary = bool(np.all((x == 0) | (x == 1)))
         s2 = floor if binary else max(float(x.var(ddof=1)) if m > 1 else floor, floor / (m + 1))
@@ -259,9 +260,10 @@ def estimate_walks(
 ) -> ShapleyEstimate:
     """phi from antithetic pairs of walks, Student-t across pairs, with a variance floor.
 
-    Pairs with any NaN value are dropped. The floor treats each player's pair means as if a
-    fraction `(z + 1/2)/(P + 1)` of them could be a full unit away (z = pairs with a non-zero mean):
-    a player whose P marginals were all 0 gets an interval of about `t * sqrt(1/(2 P^2))`, not [0, 0].
+    Pairs with any NaN value are dropped. The floor is the variance one unseen pair would add if it
+    sat a full scale away (`scale^2 / (P + 1)`, scale = the largest |pair mean| of any player): a
+    player whose P marginals were all 0 gets a half-width of about `t * scale / P`, the order of the
+    rule of three, instead of a zero-width interval.
     """
     orders = np.asarray(orders)
     values = np.asarray(values, dtype=float)
@@ -277,9 +279,8 @@ def estimate_walks(
     phi = units.mean(axis=0)
     s2 = units.var(axis=0, ddof=1)
     if floor:
-        nonzero = (np.abs(units) > 1e-12).sum(axis=0)
-        frac = (nonzero + 0.5) / (pairs + 1)
-        s2 = np.maximum(s2, frac * (1 - frac))
+        scale = float(np.abs(units).max())
+        s2 = np.maximum(s2, scale * scale / (pairs + 1))
     se = np.sqrt(s2 / pairs)
     t = float(sps.t.isf((1 - level) / 2, pairs - 1))
     ends = values[np.repeat(ok, 2)]
