@@ -67,6 +67,7 @@ def render_table(report: Report, console: Console) -> None:
 
     phi = step_players(report)
     if phi:
+        table.columns[3].max_width = 22  # room for the two Shapley columns at 120 characters
         table.add_column(f"phi [{report.level:.0%} CI]", no_wrap=True)
         table.add_column("share", no_wrap=True, justify="right")
 

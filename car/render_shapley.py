@@ -23,7 +23,7 @@ def step_players(report: Report) -> dict[int, ShapleyPlayer]:
 def phi_cell(p: ShapleyPlayer | None) -> str:
     if p is None:
         return "-"
-    return f"{p.value:+.2f} [{p.low:+.2f}, {p.high:+.2f}]"
+    return f"{100 * p.value:+.0f}% [{100 * p.low:+.0f}, {100 * p.high:+.0f}]"
 
 
 def share_cell(p: ShapleyPlayer | None) -> str:

@@ -27,6 +27,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -395,13 +396,13 @@ async def _exact(
 def _estimate_exact(
     outcomes: list[list[float]], known: dict[int, float], level: float, units: int
 ) -> ShapleyEstimate:
-    means, var, _ = coalition_moments([np.array(o) for o in outcomes], known)
+    means, var, counts = coalition_moments([np.array(o) for o in outcomes], known)
     if np.isnan(means).any():
         raise BudgetError(
             "exact Shapley: some coalition has no scorable rollout (every one errored); "
             "check the backend, or raise --budget"
         )
-    return estimate_exact(means, var, level=level, units=units)
+    return estimate_exact(means, var, level=level, units=units, v_none_n=int(counts[0]))
 
 
 async def _walks(
@@ -563,6 +564,13 @@ def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _interval(mean: float, se: float, level: float, n: int) -> Estimate:
+    if math.isnan(se):
+        return Estimate(estimate=mean, low=None, high=None, n=n)
+    z = float(NormalDist().inv_cdf(1 - (1 - level) / 2))
+    return Estimate(estimate=mean, low=max(0.0, mean - z * se), high=min(1.0, mean + z * se), n=n)
+
+
 def to_report(result: ShapleyResult, budget: int, budget_calls: int | None) -> ShapleyReport:
     """The `shapley` section of the report."""
     est = result.estimate
@@ -589,7 +597,7 @@ def to_report(result: ShapleyResult, budget: int, budget_calls: int | None) -> S
         players=players,
         total=total,
         v_all=v_all,
-        v_none=Estimate(estimate=est.v_none, low=None, high=None, n=est.units),
+        v_none=_interval(est.v_none, est.v_none_se, est.level, est.v_none_n),
         budget=Budget(
             rollouts=result.rollouts,
             policy_calls=result.policy_calls,

@@ -57,6 +57,8 @@ class ShapleyEstimate:
     v_none: float
     level: float
     units: int  # rollouts used (exact) or independent pairs of walks (permutation)
+    v_none_se: float = math.nan
+    v_none_n: int = 0
 
     @property
     def half_width(self) -> np.ndarray:
@@ -193,7 +195,12 @@ def coalition_moments(
 
 
 def estimate_exact(
-    means: np.ndarray, variances: np.ndarray, *, level: float = 0.95, units: int = 0
+    means: np.ndarray,
+    variances: np.ndarray,
+    *,
+    level: float = 0.95,
+    units: int = 0,
+    v_none_n: int = 0,
 ) -> ShapleyEstimate:
     """phi from one mean per coalition mask (length 2^n), with the exact linear variance."""
     means = np.asarray(means, dtype=float)
@@ -229,6 +236,8 @@ def estimate_exact(
         float(means[0]),
         level,
         units,
+        float(math.sqrt(variances[0])),
+        int(v_none_n),
     )
 
 
@@ -284,6 +293,7 @@ def estimate_walks(
     se = np.sqrt(s2 / pairs)
     t = float(sps.t.isf((1 - level) / 2, pairs - 1))
     ends = values[np.repeat(ok, 2)]
+    none = ends[0::2, 0]
     return ShapleyEstimate(
         phi,
         phi - t * se,
@@ -293,5 +303,7 @@ def estimate_walks(
         float(ends[:, -1].mean()),
         float(ends[:, 0].mean()),
         level,
+        pairs,
+        float(none.std(ddof=1) / math.sqrt(pairs)),
         pairs,
     )

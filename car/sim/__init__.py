@@ -6,6 +6,7 @@
     support-refund  a support agent swayed by a prompt injection decides, then executes, a refund
     research-team   four agents; a wrong answer needs an unreliable source AND a skipped check
     long-and        12 steps, two of which matter (AND): for the permutation Shapley estimator
+    research-team-world  research-team scored on the world: searcher and verifier share the blame
 
 `record(name, seed=..., **params)` runs a scenario until it fails and returns that run as a trace; the
 trace names the scenario in its default specs and its parameters in `metadata.sim.params`.
@@ -18,14 +19,14 @@ from typing import Any
 from car.errors import SpecError
 from car.sim.base import Scenario, SimEnvironment, SimPolicy, SimScorer
 from car.sim.base import record as _record
-from car.sim.long import LongAnd
 from car.sim.scenarios import And, Or, Pivot, ResearchTeam, SupportRefund
+from car.sim.shared import LongAnd, ResearchTeamWorld
 from car.trace import Trace
 
 __all__ = ["SCENARIOS", "Scenario", "make", "record", "scenario_for"]
 
 SCENARIOS: dict[str, type[Scenario]] = {
-    s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam, LongAnd)
+    s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam, LongAnd, ResearchTeamWorld)
 }
 
 
