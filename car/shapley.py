@@ -489,7 +489,7 @@ async def _pair(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One antithetic pair of walks: orders (2, n) and values (2, n + 1)."""
     n = game.n
-    order_rng = EventKey(0, WALK_BASE + p, 0, "shapley-order").generator()
+    order_rng = EventKey(game.replay.seed, WALK_BASE + p, 0, "shapley-order").generator()
     orders = plan_walks(n, 1, order_rng)
     base = WALK_BASE + (p if shared_seeds else p * _SLOT)
     empty = await game.replay.run(Plan.hold(game.held(0)), base)
