@@ -46,7 +46,7 @@ from car.estimators.shapley import (
 from car.replay import Plan, Replay, Rollout
 from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport
 from car.rng import EventKey
-from car.trace import Trace
+from car.trace import Action, Trace
 
 __all__ = [
     "EXACT_MIN_PER_COALITION",
@@ -188,6 +188,28 @@ class _Game:
                 steps.update(p.steps)
         return frozenset(steps)
 
+    def __post_init__(self) -> None:
+        self._limit: asyncio.Semaphore | None = None
+
+    async def run(self, plan: Plan, replicate: int) -> Rollout:
+        """One rollout, at most `concurrency` in flight (walks start many pairs at once)."""
+        async with self.limit():
+            rollout = await self.replay.run(plan, replicate)
+        self.tick()
+        return rollout
+
+    async def fork(self, rollout: Rollout, step: int, action: Action) -> Rollout:
+        async with self.limit():
+            forked = await self.replay.fork(rollout, step, action)
+        self.tick()
+        return forked
+
+    def limit(self) -> asyncio.Semaphore:
+        # Created on first use, inside the running event loop.
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self.concurrency)
+        return self._limit
+
     def tick(self) -> None:
         if self.progress is not None:
             self.progress("shapley", self.replay.counters.rollouts, self.total)
@@ -308,9 +330,7 @@ def _budget_message(
 
 
 async def _record_value(game: _Game) -> float:
-    rollout = await game.replay.run(Plan.hold(game.held((1 << game.n) - 1)), EXACT_BASE - 1)
-    game.tick()
-    return _v(rollout)
+    return _v(await game.run(Plan.hold(game.held((1 << game.n) - 1)), EXACT_BASE - 1))
 
 
 async def _exact(
@@ -350,6 +370,11 @@ async def _exact(
 
     room = spend.room()
     pilot = max(2, min(8, room // (4 * free)))
+    if pilot * free > room:  # only when the record could not be scored and v(N) needs rollouts
+        raise BudgetError(
+            f"exact Shapley over {n} players needs at least {pilot * free} more rollouts; "
+            f"{room} are left in the budget"
+        )
     await run(plan_exact(n, pilot * free, known=list(known), minimum=pilot))
     estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
     while True:
@@ -492,14 +517,8 @@ async def _pair(
     order_rng = EventKey(game.replay.seed, WALK_BASE + p, 0, "shapley-order").generator()
     orders = plan_walks(n, 1, order_rng)
     base = WALK_BASE + (p if shared_seeds else p * _SLOT)
-    empty = await game.replay.run(Plan.hold(game.held(0)), base)
-    game.tick()
-    if v_all is None:
-        top = await game.replay.run(Plan.hold(game.held(full)), base)
-        game.tick()
-        end = _v(top)
-    else:
-        end = v_all
+    empty = await game.run(Plan.hold(game.held(0)), base)
+    end = _v(await game.run(Plan.hold(game.held(full)), base)) if v_all is None else v_all
     fresh = iter(range(1, _SLOT)) if not shared_seeds else None
 
     async def walk(order: np.ndarray) -> np.ndarray:
@@ -534,8 +553,7 @@ async def _add_player(
         # Fork with the coalition's plan (the player's later steps held) and, without shared seeds,
         # a fresh replicate for everything drawn after the fork.
         base = replace(rollout, plan=Plan.hold(held - {step}), replicate=replicate)
-        forked = await game.replay.fork(base, step, recorded.action)
-        game.tick()
+        forked = await game.fork(base, step, recorded.action)
         return replace(forked, plan=Plan.hold(held))
     game.replay.counters.reused += 1
     return replace(rollout, plan=Plan.hold(held), reused=True)
