@@ -143,7 +143,8 @@ def blame(
     task_id = bar.add_task("replaying", total=None)
 
     def progress(phase: str, done: int, total: int) -> None:
-        bar.update(task_id, completed=done, total=total)
+        label = "Shapley" if phase == "shapley" else "replaying"
+        bar.update(task_id, completed=done, total=total, description=label)
 
     import asyncio
 

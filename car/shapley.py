@@ -190,6 +190,7 @@ class _Game:
 
     def __post_init__(self) -> None:
         self._limit: asyncio.Semaphore | None = None
+        self._start = self.replay.counters.rollouts
 
     async def run(self, plan: Plan, replicate: int) -> Rollout:
         """One rollout, at most `concurrency` in flight (walks start many pairs at once)."""
@@ -212,7 +213,7 @@ class _Game:
 
     def tick(self) -> None:
         if self.progress is not None:
-            self.progress("shapley", self.replay.counters.rollouts, self.total)
+            self.progress("shapley", self.replay.counters.rollouts - self._start, self.total)
 
     async def gather(self, jobs: Sequence[Callable[[], Awaitable[Rollout]]]) -> list[Rollout]:
         semaphore = asyncio.Semaphore(self.concurrency)
