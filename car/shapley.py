@@ -378,6 +378,7 @@ async def _exact(
         )
     await run(plan_exact(n, pilot * free, known=list(known), minimum=pilot))
     estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
+    rounds = 0
     while True:
         room = spend.room()
         widest = float(estimate.half_width.max())
@@ -385,7 +386,9 @@ async def _exact(
             break
         if room < 1:
             break
-        spend_now = room
+        # Without a target: half the rest, then the rest, re-estimating each coalition's sd in
+        # between (the pilot alone over-feeds coalitions whose few rollouts all agreed).
+        spend_now = room if rounds >= 1 or room < 2 * free else room // 2
         if target is not None:
             # (half-width / target)^2 more of what was spent, a little over, capped by the budget.
             grow = (widest / target) ** 2 - 1
@@ -397,7 +400,8 @@ async def _exact(
             break
         await run(counts)
         estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
-        if target is None:
+        rounds += 1
+        if target is None and rounds >= 2:
             break
     rollouts, calls, env_calls, reused, errored = spend.used()
     met = target is not None and float(estimate.half_width.max()) <= target
