@@ -11,7 +11,7 @@ row is observed, so paired differences between arms stay unbiased.
 After each batch of rows (batch = the concurrency) `locus_state` re-decides each position with
 anytime-valid confidence sequences. Positions before the latest certainly-significant one cannot
 change the answer and get no more rollouts; the loop stops when the locus is certified at the
-requested confidence, when every open position's interval is narrower than `target_width`, or when
+requested confidence, when every open position's interval half-width is at most `target_width`, or when
 the rollout budget is spent. Rows are only started when the budget can pay for all their arms, so the
 budget is never exceeded and no row is cut short (a cut row would bias the estimate).
 """
@@ -186,7 +186,8 @@ async def run_adaptive(
             stopped = "certified"
             break
         if target_width is not None and all(
-            state.result.positions[k].effect.high - state.result.positions[k].effect.low <= target_width
+            (state.result.positions[k].effect.high - state.result.positions[k].effect.low) / 2
+            <= target_width
             for k in open_arms
         ):
             stopped = "target-width"
@@ -222,8 +223,8 @@ def _validate(confidence: float, budget: int, target_width: float | None) -> Non
         raise InputError(f"--confidence must be in [0.5, 1), got {confidence}")
     if budget < 2:
         raise InputError(f"--budget must be at least 2 rollouts, got {budget}")
-    if target_width is not None and not 0 < target_width <= 2:
-        raise InputError(f"--target-width must be in (0, 2], got {target_width}")
+    if target_width is not None and not 0 < target_width < 1:
+        raise InputError(f"--target-width must be in (0, 1), got {target_width}")
 
 
 async def blame_adaptive_async(
@@ -248,7 +249,7 @@ async def blame_adaptive_async(
     `confidence` is both the level of every reported interval (confidence sequences, valid however
     the sampling stopped) and the certification level (delta = 1 - confidence). `budget` caps the
     rollouts (default: 32 per decision step); `target_width` stops once every still-open step's
-    effect interval is at most this wide.
+    effect interval has at most this half-width.
     """
     from car.blame import _gather_limited, _report, prepare
 
@@ -312,7 +313,7 @@ async def blame_adaptive_async(
     else:
         why = {
             "budget": f"the budget of {budget} rollouts ran out",
-            "target-width": f"every open step's interval is narrower than {target_width}",
+            "target-width": f"every open step's interval half-width is at most {target_width}",
             "certified": "",
         }[run.stopped]
         which = ", ".join(map(str, open_steps))

@@ -131,8 +131,12 @@ class BatchOptions:
     item: int | None = None  # --item: which run of a file that holds several
     adaptive: bool = False  # --adaptive: anytime-valid sampling until the locus is certified
     confidence: float = 0.95
-    budget: int | None = None  # rollouts per trace for the budgeted methods
-    target_width: float | None = None
+    budget: int | None = None  # rollouts per trace for Shapley or the adaptive run (None: default)
+    target_width: float | None = None  # stop once open intervals have at most this half-width
+    method: str = "auto"  # contrastive, shapley, or auto (Shapley when credit is shared)
+    players: str = "steps"
+    shapley_method: str = "auto"
+    budget_calls: int | None = None
 
     def blame_kwargs(self) -> dict[str, Any]:
         common = {
@@ -151,7 +155,16 @@ class BatchOptions:
                 "budget": self.budget,
                 "target_width": self.target_width,
             }
-        return {**common, "samples": self.samples, "level": self.level}
+        shapley: dict[str, Any] = {
+            "method": self.method,
+            "players": self.players,
+            "shapley_method": self.shapley_method,
+            "budget_calls": self.budget_calls,
+            "target_width": self.target_width,
+        }
+        if self.budget is not None:
+            shapley["budget"] = self.budget
+        return {**common, **shapley, "samples": self.samples, "level": self.level}
 
 
 @dataclass
@@ -339,7 +352,9 @@ async def attribute_one(
     except (BackendError, CarError) as exc:
         if options.debug:
             raise
-        result = TraceResult(path, trace.id, "backend-error", error=_one_line(exc))
+        # A CarError that is the user's to fix (a budget that cannot pay for the method) is input.
+        status: Status = "input-error" if exc.exit_code == 2 else "backend-error"
+        result = TraceResult(path, trace.id, status, error=_one_line(exc))
     except Exception as exc:  # an unexpected failure ends this trace, never the batch
         if options.debug:
             raise

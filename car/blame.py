@@ -22,10 +22,12 @@ import numpy as np
 
 from car.errors import InputError
 from car.estimators.contrastive import ContrastiveResult, Interval, estimate_contrastive
+from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Plan, Replay, Rollout
 from car.report import Budget, Estimate, Report, Specs, StepReport
+from car.shapley import ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import clopper_pearson
 from car.trace import Action, Trace
@@ -150,6 +152,12 @@ async def blame_async(
     max_error_rate: float = 0.5,
     progress: Progress | None = None,
     runner: Runner | None = None,
+    method: Method = "auto",
+    players: str = "steps",
+    shapley_method: ShapleyMethod = "auto",
+    budget: int = 1000,
+    budget_calls: int | None = None,
+    target_width: float | None = None,
 ) -> Report:
     """Attribute the failure of `trace` to its steps. See `blame` for the arguments.
 
@@ -157,8 +165,19 @@ async def blame_async(
     front of every rollout; batch attribution (`car.batch`) passes one shared by all traces.
     """
     _validate_options(samples, match_samples, concurrency, level, min_effect)
+    _validate_shapley_options(method, shapley_method, budget, budget_calls, target_width)
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     decisions = trace.decision_steps
+    players_kind, shapley_players = precheck(
+        trace,
+        method=method,
+        players=players,
+        shapley_method=shapley_method,
+        budget=budget,
+        budget_calls=budget_calls,
+        v_known=comps.scorer.deterministic,
+        step_cap=replay.step_cap,
+    )
 
     m = len(decisions)
     factual_reps = 1 if comps.scorer.deterministic else samples
@@ -194,7 +213,7 @@ async def blame_async(
         k, j = divmod(i, match_samples)
         matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
     have_matches = len(actions) == m * match_samples and match_samples > 0
-    return _report(
+    report = _report(
         trace,
         path,
         comps,
@@ -210,6 +229,35 @@ async def blame_async(
         min_effect=min_effect,
         max_error_rate=max_error_rate,
     )
+    return await shapley_into_report(
+        report,
+        replay,
+        method=method,
+        players_kind=players_kind,
+        players=shapley_players,
+        shapley_method=shapley_method,
+        budget=budget,
+        budget_calls=budget_calls,
+        target_width=target_width,
+        level=level,
+        concurrency=concurrency,
+        progress=progress,
+    )
+
+
+def _validate_shapley_options(
+    method: str, shapley_method: str, budget: int, budget_calls: int | None, width: float | None
+) -> None:
+    if method not in ("contrastive", "shapley", "auto"):
+        raise InputError(f"--method must be contrastive, shapley or auto, got {method!r}")
+    if shapley_method not in ("exact", "permutation", "auto"):
+        raise InputError(f"--shapley must be exact, permutation or auto, got {shapley_method!r}")
+    if budget < 1:
+        raise InputError(f"--budget must be at least 1 rollout, got {budget}")
+    if budget_calls is not None and budget_calls < 1:
+        raise InputError(f"--budget-calls must be at least 1, got {budget_calls}")
+    if width is not None and not 0 < width < 1:
+        raise InputError(f"--target-width must be in (0, 1), got {width}")
 
 
 def _value(r: Rollout) -> float:
@@ -224,6 +272,12 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     the trace's own built-in specs (and the `recorded` environment). `samples` rollouts per decision
     step, `match_samples` draws per step for the action-match rate, `seed` keys all randomness,
     `level` is the two-sided interval level, `min_effect` the smallest rescue effect that counts.
+
+    Shapley credit (see docs/shapley.md): `method` is "auto" (Shapley when the contrastive estimator
+    abstains or finds shared credit), "shapley" (always) or "contrastive" (never); `players` is
+    "steps", "agents" or groups like "0,1;2,3"; `shapley_method` "auto", "exact" or "permutation";
+    `budget` caps Shapley's rollouts, `budget_calls` its policy calls; `target_width` stops early
+    once every interval half-width is at most that.
 
     >>> import car
     >>> report = car.blame("traces/support-refund.json", seed=1)

@@ -38,6 +38,18 @@ app = typer.Typer(
 Format = OutputFormat  # table, json, jsonl, markdown, github, junit, html
 
 
+class MethodName(StrEnum):
+    contrastive = "contrastive"
+    shapley = "shapley"
+    auto = "auto"
+
+
+class ShapleyName(StrEnum):
+    exact = "exact"
+    permutation = "permutation"
+    auto = "auto"
+
+
 class SchemaName(StrEnum):
     trace = "trace"
     report = "report"
@@ -98,6 +110,32 @@ def blame(
     concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once, across all traces.")] = 8,
     level: Annotated[float, typer.Option(help="Two-sided interval level.")] = 0.95,
     min_effect: Annotated[float, typer.Option(help="Smallest rescue effect that counts.")] = 0.1,
+    method: Annotated[
+        MethodName, typer.Option(help="contrastive, shapley, or auto (Shapley when credit is shared).")
+    ] = MethodName.auto,
+    players: Annotated[
+        str, typer.Option(help="Shapley players: steps, agents, or step groups like '0,1;2,3'.")
+    ] = "steps",
+    shapley: Annotated[
+        ShapleyName, typer.Option(help="Shapley estimator: exact, permutation, or auto.")
+    ] = ShapleyName.auto,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            help="Most rollouts per trace for Shapley (default 1000) or, with --adaptive, for the "
+            "adaptive contrastive run (default 32 per decision step)."
+        ),
+    ] = None,
+    budget_calls: Annotated[
+        int | None, typer.Option(help="Most policy calls Shapley may make (default: no cap).")
+    ] = None,
+    target_width: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop early once every interval that is still open has at most this half-width "
+            "(Shapley values; with --adaptive, the undecided steps' effects)."
+        ),
+    ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
     report: Annotated[
@@ -160,16 +198,6 @@ def blame(
         float,
         typer.Option(help="With --adaptive: interval level and certification level (1 - delta)."),
     ] = 0.95,
-    target_width: Annotated[
-        float | None,
-        typer.Option(
-            help="With --adaptive: stop once every undecided step's effect interval is this narrow."
-        ),
-    ] = None,
-    budget: Annotated[
-        int | None,
-        typer.Option(help="With --adaptive: most rollouts to run (default 32 per decision step)."),
-    ] = None,
 ) -> None:
     """Rank the steps of failed runs by how much re-deciding them avoids the failure.
 
@@ -202,6 +230,10 @@ def blame(
             confidence=confidence,
             budget=budget,
             target_width=target_width,
+            method=method.value,
+            players=players,
+            shapley_method=shapley.value,
+            budget_calls=budget_calls,
         ),
         fmt=fmt,
         output=output,

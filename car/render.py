@@ -112,11 +112,21 @@ def render_table(report: Report, console: Console) -> None:
     table.add_column("drop", no_wrap=True)
     table.add_column("match", no_wrap=True, justify="right")
     table.add_column("verdict", no_wrap=True)
+    from car.render_shapley import phi_cell, shapley_lines, shapley_table, share_cell, step_players
+
+    phi = step_players(report)
+    if phi:
+        table.columns[3].max_width = 22  # room for the two Shapley columns at 120 characters
+        table.add_column(f"phi [{report.level:.0%} CI]", no_wrap=True)
+        table.add_column("share", no_wrap=True, justify="right")
 
     decisions = [s for s in report.steps if s.decision]
 
     def rank_key(index: int) -> tuple[int, float, int]:
         s = report.steps[index]
+        if phi:  # Shapley ran over steps: rank by credit
+            p = phi.get(s.index)
+            return (0, -(p.value if p is not None else -2.0), s.index)
         first = 0 if s.index == report.locus else 1
         drop = s.drop.estimate if s.drop and s.drop.estimate is not None else -2.0
         return (first, -drop, s.index)
@@ -139,16 +149,16 @@ def render_table(report: Report, console: Console) -> None:
             _pct(s.drop, signed=True),
             match,
             Text(verdict, style=_STYLE.get(verdict, "")),
+            *((phi_cell(phi.get(index)), share_cell(phi.get(index))) if phi else ()),
         )
 
-    extra: list[Table | Text] = []
-    if report.shapley is not None:
-        extra = [Text(""), _shapley_table(report)]
-    lines: list[Text] = [Text("")]
+    extra = shapley_table(report)
+    lines: list[Text | Table] = [extra] if extra is not None else []
+    lines.append(Text(""))
     curve = _curve_line(report)
     if curve is not None:
         lines.append(curve)
-    lines.append(literal(report.headline))
+    lines += [literal(report.headline), *shapley_lines(report)]
     for note in report.notes:
         lines.append(Text("note: ") + literal(note))
     m = report.match_rate
@@ -180,7 +190,7 @@ def render_table(report: Report, console: Console) -> None:
     lines.append(spec_line)
     if report.fidelity is not None:
         lines.append(Text(fidelity_line(report.fidelity)))
-    console.print(Group(table, *extra, *lines))
+    console.print(Group(table, *lines))
 
 
 def fidelity_line(fidelity: str) -> str:
@@ -191,35 +201,3 @@ def fidelity_line(fidelity: str) -> str:
     if fidelity == "C":
         line += "; counterfactual replay needs a backend that can role-play each agent from its prompt"
     return line
-
-
-def _shapley_table(report: Report) -> Table:
-    """Shapley credit per player with a bar scaled to the largest |φ| and Σφ against v(N) - v(∅)."""
-    sh = report.shapley
-    assert sh is not None
-    scale = max([abs(sh.total), *(abs(p.value) for p in sh.players)]) or 1.0
-    va, vn = sh.v_all.estimate, sh.v_none.estimate
-    check = (
-        f"v(N) - v(∅) = {va - vn:.2f}" if va is not None and vn is not None else "v(N) - v(∅) unknown"
-    )
-    title = Text(f"shared credit (Shapley, {sh.method}, over {sh.players_kind}): Σφ = {sh.total:.2f}; ")
-    table = Table(
-        title=title + Text(check),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=(0, 0),
-        collapse_padding=True,
-    )
-    table.add_column("player", max_width=30, overflow="ellipsis", no_wrap=True)
-    table.add_column("steps", max_width=20, overflow="ellipsis", no_wrap=True)
-    table.add_column(f"φ [{report.level:.0%} CI]", no_wrap=True)
-    table.add_column("share", justify="right", no_wrap=True)
-    for p in sh.players:
-        style = "red" if p.value < 0 else "cyan"
-        cell = Text(bar(abs(p.value) / scale), style=style) + Text(
-            f" {p.value:+.2f} [{p.low:+.2f}, {p.high:+.2f}]"
-        )
-        share = "-" if p.share is None else f"{p.share:.0%}"
-        table.add_row(literal(p.id), ",".join(map(str, p.steps)), cell, share)
-    return table

@@ -136,6 +136,11 @@ class Replay:
         self._rec_sigs = [_recorded_signature(s) for s in self.trace.steps]
         self._actors = {a.id: a for a in self.trace.actors}
 
+    @property
+    def step_cap(self) -> int:
+        """The most turns a rollout can run (recorded length + slack): bounds its policy calls."""
+        return self._cap
+
     def key(self, replicate: int, step: int, kind: str) -> EventKey:
         return EventKey(self.seed, replicate, step, kind)
 

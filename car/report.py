@@ -101,6 +101,14 @@ class ShapleyReport(_Model):
     budget: Budget
     budget_reached: bool = False
     target_width: float | None = None
+    budget_limit: int | None = Field(default=None, description="the rollout budget (--budget)")
+    budget_calls_limit: int | None = Field(default=None, description="the policy-call budget")
+    level: float | None = Field(default=None, description="two-sided level of the intervals")
+    units: int | None = Field(
+        default=None, description="rollouts over coalitions (exact) or pairs of walks (permutation)"
+    )
+    summary: str | None = Field(default=None, description="one sentence on who carries the credit")
+    notes: list[str] = Field(default_factory=list)
 
 
 class Adaptive(_Model):

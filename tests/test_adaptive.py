@@ -92,7 +92,7 @@ def test_report_says_certified_or_best_guess() -> None:
 
 def test_target_width_stops_early() -> None:
     trace = record("planted-pivot", p=0.9)
-    rep = asyncio.run(blame_adaptive_async(trace, budget=5000, target_width=0.2, min_effect=0.0, seed=1))
+    rep = asyncio.run(blame_adaptive_async(trace, budget=5000, target_width=0.1, min_effect=0.0, seed=1))
     assert rep.adaptive is not None and rep.adaptive.stopped == "target-width"
     assert rep.adaptive.rollouts < 5000
 

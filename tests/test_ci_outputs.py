@@ -179,7 +179,9 @@ def test_batch_backend_down_is_an_error_record(work: Path, capsys: pytest.Captur
 def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["blame", str(TRACES), *FAST, "--dry-run"], capsys)
     assert code == 0
-    assert out.startswith("estimate: 5 traces, ") and out.count("\n") == 1
+    assert (
+        out.startswith(f"estimate: {len(list(TRACES.glob('*.json')))} traces, ") and out.count("\n") == 1
+    )
     # pivot needs 1 + 3 * 4 = 13 rollouts: 20 allows one trace of the two
     args = ["blame", PIVOT, str(TRACES / "and.json"), *FAST, "--max-rollouts", "20", "--format", "jsonl"]
     code, out, _ = run(args, capsys)

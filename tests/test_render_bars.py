@@ -81,9 +81,11 @@ def test_shapley_players_get_phi_bars_and_the_efficiency_line() -> None:
         budget=Budget(rollouts=64, policy_calls=64),
     )
     text = _plain(report.model_copy(update={"shapley": sh}))
-    assert "Σφ = 1.00; v(N) - v(∅) = 1.00" in text
-    agent = next(line for line in text.splitlines() if line.startswith("agent "))
-    assert bar(0.8) in agent and "+0.80 [+0.70, +0.90]" in agent and "80%" in agent
+    assert "sum phi 1.000 vs v(N) - v(empty) 1.000" in text
+    agent = next(line for line in text.splitlines() if " agent " in line and "0,1,2" in line)
+    assert bar(0.8, width=4) in agent and "+80% [+70, +90]" in agent and agent.rstrip().endswith("80%")
+    user = next(line for line in text.splitlines() if " user " in line)
+    assert bar(0.2, width=4) in user and "+20% [-10, +40]" in user
     assert max(len(line) for line in text.splitlines()) <= 120
 
 

@@ -26,7 +26,9 @@ TRACES = Path(__file__).resolve().parent.parent / "traces"
 
 def _report(path: Path, store: RolloutStore | None, **kw: object) -> dict[str, object]:
     runner = Runner(store) if store is not None else None
-    rep = asyncio.run(blame_async(path, samples=8, seed=5, runner=runner, **kw))  # type: ignore[arg-type]
+    rep = asyncio.run(
+        blame_async(path, samples=8, seed=5, runner=runner, method="contrastive", **kw)  # type: ignore[arg-type]
+    )
     return rep.model_dump()
 
 

@@ -9,7 +9,15 @@ from car.sim import record
 HERE = Path(__file__).parent
 # The stories the README and the tests use; the planted-truth library (car/sim/planted.py) records its
 # traces on the fly in the validation suite instead.
-SCENARIOS = ("pivot", "and", "or", "support-refund", "research-team")
+SCENARIOS = (
+    "pivot",
+    "and",
+    "or",
+    "support-refund",
+    "research-team",
+    "long-and",
+    "research-team-world",
+)
 
 
 def bundled() -> dict[str, str]:

@@ -5,6 +5,8 @@
     or              overdetermination: failure if step 0 or step 1 is BAD
     support-refund  a support agent swayed by a prompt injection decides, then executes, a refund
     research-team   four agents; a wrong answer needs an unreliable source AND a skipped check
+    long-and        12 steps, two of which matter (AND): for the permutation Shapley estimator
+    research-team-world  research-team scored on the world: searcher and verifier share the blame
 
 Planted-truth models (`car.sim.planted`, exact answers by enumeration; see docs/validation.md):
     planted-pivot, planted-and, planted-or, chain, mediated, graded, cascade, noisy-judge, long, team
@@ -24,11 +26,14 @@ from car.sim.base import record as _record
 from car.sim.mdp import Corridor
 from car.sim.planted import PLANTED, BinaryModel
 from car.sim.scenarios import And, Or, Pivot, ResearchTeam, SupportRefund
+from car.sim.shared import LongAnd, ResearchTeamWorld
 from car.trace import Trace
 
 __all__ = ["SCENARIOS", "Scenario", "make", "record", "scenario_for"]
 
-SCENARIOS: dict[str, type[Scenario]] = {s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam)}
+SCENARIOS: dict[str, type[Scenario]] = {
+    s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam, LongAnd, ResearchTeamWorld)
+}
 SCENARIOS.update({s.name: s for s in PLANTED})
 SCENARIOS[Corridor.name] = Corridor
 

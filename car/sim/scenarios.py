@@ -225,9 +225,13 @@ class ResearchTeam(Scenario):
     value if the verifier checked, else the extracted one. Failure: a wrong final answer, i.e. an
     unreliable source AND a skipped verification. Recorded run: both faults.
 
-    Exact (u = unreliable, s = skip): v(empty) = u*s; agent players (searcher, verifier) form an AND
-    game: phi = (1 - u*s)/2 each, orchestrator and extractor 0. Contrastive: p_0 = p_1 = u*s,
-    p_2 = p_3 = s, p_4 = 1; locus 3, with drops at 1 and 3 (shared credit).
+    Exact (u = unreliable, s = skip): v(empty) = u*s. Contrastive: p_0 = p_1 = u*s, p_2 = p_3 = s,
+    p_4 = 1; locus 3, with drops at 1 and 3 (shared credit). Shapley over agents is not the AND game
+    one might expect: holding is by position, so a held final answer (orchestrator, step 4) or a held
+    extraction (extractor, step 2) repeats the recorded wrong figure whatever the others do. With
+    u = 0.35, s = 0.4: orchestrator 0.419, searcher 0.119, extractor 0.119, verifier 0.2025.
+    `research-team-world` scores what the team did instead, and there the searcher and the verifier
+    carry the credit.
     """
 
     name: ClassVar[str] = "research-team"

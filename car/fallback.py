@@ -1,0 +1,151 @@
+"""When `car blame` runs Shapley after the contrastive estimator, and how the result joins the report.
+
+Rules (`--method auto`, the default): run Shapley when (a) the contrastive estimator abstained, or
+(b) two or more steps carry significant adjacent drops (credit looks shared). `--method shapley`
+always runs it (c); `--method contrastive` never does. The report says which rule fired. Shapley is
+never run when there is nothing to attribute (the record did not fail, cannot be scored, or the
+replay never reproduces it).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from car.errors import BudgetError
+from car.replay import Replay
+from car.report import Budget, Report
+from car.shapley import (
+    Player,
+    PlayersKind,
+    Progress,
+    ShapleyMethod,
+    budget_room,
+    choose_method,
+    parse_players,
+    run_shapley,
+    to_report,
+)
+from car.trace import Trace
+
+__all__ = ["Method", "fallback_reason", "precheck", "shapley_into_report"]
+
+Method = Literal["contrastive", "shapley", "auto"]
+
+
+def _nothing_to_attribute(report: Report) -> str | None:
+    fact = report.factual.estimate
+    if fact is None:
+        return "the recorded run cannot be scored"
+    if fact == 0:
+        return "the recorded run did not fail"
+    decisions = [s.index for s in report.steps if s.decision]
+    if decisions and set(report.never_reproduced) >= set(decisions):
+        return "the replay never reproduces the recorded run"
+    if report.status == "backend-errors":
+        return "too many rollouts errored: Shapley would fail the same way"
+    return None
+
+
+def fallback_reason(report: Report, method: Method) -> str | None:
+    """Why Shapley should run on top of this contrastive report (None: it should not)."""
+    if method == "contrastive" or _nothing_to_attribute(report) is not None:
+        return None
+    if method == "shapley":
+        return "requested (--method shapley)"
+    if report.locus is None:
+        return "the contrastive estimator abstained"
+    if len(report.shared) >= 2:
+        steps = ", ".join(map(str, report.shared[:-1])) + f" and {report.shared[-1]}"
+        return f"credit looks shared: steps {steps} each carry a significant adjacent drop"
+    return None
+
+
+def precheck(
+    trace: Trace,
+    *,
+    method: Method,
+    players: str,
+    shapley_method: ShapleyMethod,
+    budget: int,
+    budget_calls: int | None,
+    v_known: bool,
+    step_cap: int,
+) -> tuple[PlayersKind, list[Player]]:
+    """Parse the players and, when Shapley is requested, check the budget before any rollout runs.
+
+    A method the user asked for that the budget cannot pay raises `BudgetError` here, before the
+    contrastive rollouts are spent.
+    """
+    kind, parsed = parse_players(trace, players)
+    if method == "shapley":
+        choose_method(
+            len(parsed),
+            shapley_method,
+            v_known=v_known,
+            room=budget_room(budget, budget_calls, step_cap),
+            budget=budget,
+            budget_calls=budget_calls,
+            step_cap=step_cap,
+        )
+    return kind, parsed
+
+
+async def shapley_into_report(
+    report: Report,
+    replay: Replay,
+    *,
+    method: Method,
+    players_kind: PlayersKind,
+    players: list[Player],
+    shapley_method: ShapleyMethod,
+    budget: int,
+    budget_calls: int | None,
+    target_width: float | None,
+    level: float,
+    concurrency: int,
+    progress: Progress | None,
+) -> Report:
+    """Run Shapley when a rule fires and fold its section, budget and notes into `report`."""
+    reason = fallback_reason(report, method)
+    if reason is None:
+        why = _nothing_to_attribute(report)
+        if method == "shapley" and why is not None:
+            report.notes.append(f"Shapley not run: {why}")
+        return report
+    try:
+        result = await run_shapley(
+            replay,
+            players,
+            players_kind=players_kind,
+            method=shapley_method,
+            budget=budget,
+            budget_calls=budget_calls,
+            target_width=target_width,
+            level=level,
+            concurrency=concurrency,
+            progress=progress,
+        )
+    except BudgetError as exc:
+        if method == "shapley":
+            raise
+        # An automatic fallback that cannot be paid for is reported, not fatal: the contrastive
+        # result is still worth having.
+        report.notes.append(f"Shapley ({reason}) not run: {exc}")
+        return report
+    section = to_report(result, budget, budget_calls)
+    report.shapley = section
+    report.method = "shapley"
+    report.method_reason = reason
+    c = replay.counters
+    report.budget = Budget(
+        rollouts=c.rollouts,
+        policy_calls=c.policy_calls,
+        env_calls=c.env_calls,
+        reused=c.reused,
+        errored=c.errors,
+        unscorable=c.unscorable,
+    )
+    report.notes.extend(f"Shapley: {n}" for n in section.notes)
+    if section.summary:
+        report.headline = f"{report.headline} Shapley: {section.summary}."
+    return report

@@ -1,0 +1,95 @@
+"""The Shapley part of the `car blame` table: phi columns per step, a players table, a summary line."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from car.render import literal
+from car.report import Report, ShapleyPlayer, ShapleyReport
+
+__all__ = ["phi_cell", "shapley_lines", "shapley_table", "share_cell", "step_players"]
+
+
+def step_players(report: Report) -> dict[int, ShapleyPlayer]:
+    """Step index -> its player, when the players are single steps (else empty)."""
+    sh = report.shapley
+    if sh is None or sh.players_kind != "steps":
+        return {}
+    return {p.steps[0]: p for p in sh.players if len(p.steps) == 1}
+
+
+def phi_cell(p: ShapleyPlayer | None) -> Text | str:
+    """phi with its interval, behind a bar of |phi| (red when phi is negative)."""
+    from car.render import bar
+
+    if p is None:
+        return "-"
+    return Text(bar(abs(p.value), width=4), style="red" if p.value < 0 else "cyan") + Text(
+        f" {100 * p.value:+.0f}% [{100 * p.low:+.0f}, {100 * p.high:+.0f}]"
+    )
+
+
+def share_cell(p: ShapleyPlayer | None) -> str:
+    return "-" if p is None or p.share is None else f"{p.share:.0%}"
+
+
+def shapley_table(report: Report) -> Table | None:
+    """A ranked table of agent or group players (step players sit in the main table instead)."""
+    sh = report.shapley
+    if sh is None or sh.players_kind == "steps":
+        return None
+    table = Table(
+        title=Text(f"Shapley credit by {'agent' if sh.players_kind == 'agents' else 'group'}"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("player", max_width=20, no_wrap=True)
+    table.add_column("steps", no_wrap=True)
+    table.add_column("actions", max_width=48, overflow="ellipsis", no_wrap=True)
+    table.add_column(f"phi [{report.level:.0%} CI]", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    for rank, p in enumerate(sorted(sh.players, key=lambda p: -p.value), 1):
+        actions = " | ".join(report.steps[s].action for s in p.steps if s < len(report.steps))
+        table.add_row(
+            str(rank),
+            literal(p.id),
+            ",".join(map(str, p.steps)),
+            literal(actions),
+            phi_cell(p),
+            share_cell(p),
+        )
+    return table
+
+
+def shapley_lines(report: Report) -> list[Text]:
+    """Why Shapley ran, efficiency (sum of phi beside v(N) - v(empty)) and what it cost."""
+    sh: ShapleyReport | None = report.shapley
+    if sh is None:
+        return []
+    gap = None
+    if sh.v_all.estimate is not None and sh.v_none.estimate is not None:
+        gap = sh.v_all.estimate - sh.v_none.estimate
+    eff = f"sum phi {sh.total:.3f}" + (f" vs v(N) - v(empty) {gap:.3f}" if gap is not None else "")
+    b = sh.budget
+    stop = (
+        "budget reached"
+        if sh.budget_reached
+        else (f"target half-width {sh.target_width:g} met" if sh.target_width else "budget not reached")
+    )
+    unit = "rollouts over coalitions" if sh.method == "exact" else "pairs of walks"
+    cap = f" of {sh.budget_limit}" if sh.budget_limit is not None else ""
+    return [
+        Text(f"Shapley ({sh.method}, players: {sh.players_kind}) because ")
+        + literal(report.method_reason or "requested"),
+        Text(
+            f"  {eff}; {b.rollouts}{cap} rollouts, {b.policy_calls} policy calls, "
+            f"{b.reused} reused forks"
+            + (f", {sh.units} {unit}" if sh.units is not None else "")
+            + f"; {stop}"
+        ),
+    ]

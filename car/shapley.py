@@ -1,0 +1,639 @@
+"""Shapley credit over steps or agents, played through the one replay engine.
+
+The game: players are groups of decision steps (one step each, all steps of one actor, or groups the
+user names); `v(S) = P(fail | hold the steps of S at their recorded actions, resample the rest)`.
+Decision steps that belong to no player are held (they are the background the question is asked in).
+
+- `exact`: every coalition S is run as `Plan.hold(...)` on its own replicates (a disjoint range per
+  coalition), so the v(S) estimates are independent and `car.estimators.shapley.estimate_exact`
+  gives phi with an exact linear variance. v(N) is the record copied: with a deterministic scorer it
+  is known after one scoring and no policy call, and gets no rollouts.
+- `permutation`: antithetic pairs of walks. A walk starts from the pair's v(empty) rollout and adds
+  players in order; the rollout for S + {i} is a fork of the S rollout at i's first step whose action
+  differs from the record, with i's later steps held (a fork is the S rollout itself when it already
+  took i's recorded actions: zero cost). This is exact, not an approximation: the prefix before the
+  fork has the same law under S and S + {i}, and past the fork the rollout follows S + {i}'s plan.
+  With shared seeds the continuation reuses the pair's replicate (common random numbers); without,
+  every fork continues on a fresh replicate. Pairs never share rollouts with each other.
+
+Budgets are in rollouts (live runs; reused forks are free) and optionally in policy calls; work is
+only started when its worst case fits, so the budget is never exceeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+
+from car.errors import BudgetError, InputError
+from car.estimators.shapley import (
+    MAX_EXACT_PLAYERS,
+    ShapleyEstimate,
+    coalition_moments,
+    estimate_exact,
+    estimate_walks,
+    exact_sd,
+    plan_exact,
+    plan_walks,
+)
+from car.replay import Plan, Replay, Rollout
+from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport
+from car.rng import EventKey
+from car.trace import Action, Trace
+
+__all__ = [
+    "EXACT_MIN_PER_COALITION",
+    "Player",
+    "PlayersKind",
+    "ShapleyMethod",
+    "ShapleyResult",
+    "budget_room",
+    "choose_method",
+    "exact_cost",
+    "parse_players",
+    "run_shapley",
+    "shared_sentence",
+    "to_report",
+]
+
+PlayersKind = Literal["steps", "agents", "groups"]
+ShapleyMethod = Literal["exact", "permutation", "auto"]
+
+# Replicate ranges. Contrastive arms use 0..K-1 and match draws their own kind, so Shapley rollouts
+# live far above: coalition S, rollout j of the exact method is EXACT_BASE + S * 2^24 + j; pair p of
+# the walks is WALK_BASE + p (shared seeds) or WALK_BASE + p * 2^24 + fork number (fresh seeds).
+EXACT_BASE = 1 << 60
+WALK_BASE = 2 << 60
+_SLOT = 1 << 24
+
+EXACT_MIN_PER_COALITION = 8  # fewer rollouts per coalition than this and auto prefers walks
+_MIN_PAIRS = 4
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Player:
+    """A player of the game: an id for the report and the decision steps it holds."""
+
+    id: str
+    steps: tuple[int, ...]
+
+
+def parse_players(trace: Trace, spec: str) -> tuple[PlayersKind, list[Player]]:
+    """Players from `--players`: `steps`, `agents`, or groups of step indices like `0,1;2,3`."""
+    decisions = trace.decision_steps
+    text = spec.strip()
+    if text == "steps":
+        return "steps", [Player(f"step {d}", (d,)) for d in decisions]
+    if text == "agents":
+        by_actor: dict[str, list[int]] = {}
+        for d in decisions:
+            by_actor.setdefault(trace.steps[d].actor, []).append(d)
+        return "agents", [Player(a, tuple(s)) for a, s in by_actor.items()]
+    groups: list[Player] = []
+    seen: set[int] = set()
+    for g, part in enumerate(text.split(";")):
+        steps: list[int] = []
+        for item in part.split(","):
+            item = item.strip()
+            try:
+                step = int(item)
+            except ValueError:
+                raise InputError(
+                    f"--players: group {g + 1} ({part.strip()!r}): {item!r} is not a step index; "
+                    "use 'steps', 'agents' or groups like '0,1;2,3'"
+                ) from None
+            if step not in decisions:
+                raise InputError(
+                    f"--players: step {step} is not a decision step of trace {trace.id!r}; "
+                    f"decision steps are {', '.join(map(str, decisions))}"
+                )
+            if step in seen:
+                raise InputError(f"--players: step {step} is in more than one group")
+            seen.add(step)
+            steps.append(step)
+        groups.append(Player("steps " + ",".join(map(str, sorted(steps))), tuple(sorted(steps))))
+    return "groups", groups
+
+
+@dataclass
+class ShapleyResult:
+    """What a Shapley run found and what it cost."""
+
+    method: Literal["exact", "permutation"]
+    players_kind: PlayersKind
+    players: list[Player]
+    estimate: ShapleyEstimate
+    v_all_exact: bool
+    rollouts: int
+    policy_calls: int
+    env_calls: int
+    reused: int
+    errored: int
+    budget_reached: bool
+    target_width: float | None
+    units: int  # rollouts over coalitions (exact) or pairs of walks (permutation)
+    dropped: int = 0  # pairs of walks dropped for an errored rollout
+    notes: list[str] = field(default_factory=list)
+
+
+class _Spend:
+    """Tracks rollouts and policy calls against the budget from a counters snapshot."""
+
+    def __init__(self, replay: Replay, rollouts: int, calls: int | None) -> None:
+        self.replay = replay
+        self.rollouts = rollouts
+        self.calls = calls
+        c = replay.counters
+        self._start = (c.rollouts, c.policy_calls, c.env_calls, c.reused, c.errors)
+
+    def used(self) -> tuple[int, int, int, int, int]:
+        c = self.replay.counters
+        now = (c.rollouts, c.policy_calls, c.env_calls, c.reused, c.errors)
+        return tuple(a - b for a, b in zip(now, self._start, strict=True))  # type: ignore[return-value]
+
+    def room(self) -> int:
+        """How many more rollouts fit, in the worst case for policy calls too."""
+        rollouts, calls, *_ = self.used()
+        room = self.rollouts - rollouts
+        if self.calls is not None:
+            room = min(room, (self.calls - calls) // max(self.replay.step_cap, 1))
+        return max(room, 0)
+
+
+@dataclass
+class _Game:
+    replay: Replay
+    players: list[Player]
+    background: frozenset[int]
+    concurrency: int
+    progress: Progress | None
+    total: int
+
+    @property
+    def n(self) -> int:
+        return len(self.players)
+
+    def held(self, mask: int) -> frozenset[int]:
+        steps = set(self.background)
+        for i, p in enumerate(self.players):
+            if mask >> i & 1:
+                steps.update(p.steps)
+        return frozenset(steps)
+
+    def __post_init__(self) -> None:
+        self._limit: asyncio.Semaphore | None = None
+        self._start = self.replay.counters.rollouts
+
+    async def run(self, plan: Plan, replicate: int) -> Rollout:
+        """One rollout, at most `concurrency` in flight (walks start many pairs at once)."""
+        async with self.limit():
+            rollout = await self.replay.run(plan, replicate)
+        self.tick()
+        return rollout
+
+    async def fork(self, rollout: Rollout, step: int, action: Action) -> Rollout:
+        async with self.limit():
+            forked = await self.replay.fork(rollout, step, action)
+        self.tick()
+        return forked
+
+    def limit(self) -> asyncio.Semaphore:
+        # Created on first use, inside the running event loop.
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self.concurrency)
+        return self._limit
+
+    def tick(self) -> None:
+        if self.progress is not None:
+            self.progress("shapley", self.replay.counters.rollouts - self._start, self.total)
+
+    async def gather(self, jobs: Sequence[Callable[[], Awaitable[Rollout]]]) -> list[Rollout]:
+        semaphore = asyncio.Semaphore(self.concurrency)
+
+        async def one(job: Callable[[], Awaitable[Rollout]]) -> Rollout:
+            async with semaphore:
+                result = await job()
+            self.tick()
+            return result
+
+        return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+def _v(r: Rollout) -> float:
+    return math.nan if r.value is None else r.value
+
+
+def exact_cost(n: int, v_all_known: bool, per_coalition: int = EXACT_MIN_PER_COALITION) -> int:
+    """Rollouts the exact method needs at the least (plus one scoring of the record)."""
+    return per_coalition * ((1 << n) - (1 if v_all_known else 0)) + (1 if v_all_known else 0)
+
+
+async def run_shapley(
+    replay: Replay,
+    players: list[Player],
+    *,
+    players_kind: PlayersKind = "steps",
+    method: ShapleyMethod = "auto",
+    budget: int = 1000,
+    budget_calls: int | None = None,
+    target_width: float | None = None,
+    level: float = 0.95,
+    shared_seeds: bool = True,
+    concurrency: int = 8,
+    progress: Progress | None = None,
+) -> ShapleyResult:
+    """Estimate Shapley credit for `players` within the budget (raises BudgetError if it cannot)."""
+    n = len(players)
+    if n == 0:
+        raise InputError("Shapley needs at least one player (no decision steps)")
+    if budget < 1:
+        raise InputError(f"--budget must be at least 1 rollout, got {budget}")
+    if target_width is not None and not 0 < target_width < 1:
+        raise InputError(f"--target-width must be in (0, 1), got {target_width}")
+    trace = replay.trace
+    in_players = {s for p in players for s in p.steps}
+    background = frozenset(set(trace.decision_steps) - in_players)
+    game = _Game(replay, players, background, concurrency, progress, budget)
+    spend = _Spend(replay, budget, budget_calls)
+    v_known = replay.scorer.deterministic
+    chosen = choose_method(
+        n,
+        method,
+        v_known=v_known,
+        room=spend.room(),
+        budget=budget,
+        budget_calls=budget_calls,
+        step_cap=replay.step_cap,
+    )
+    if chosen == "exact":
+        return await _exact(game, spend, players_kind, v_known, target_width, level)
+    return await _walks(game, spend, players_kind, v_known, target_width, level, shared_seeds)
+
+
+def choose_method(
+    n: int,
+    method: ShapleyMethod,
+    *,
+    v_known: bool,
+    room: int,
+    budget: int,
+    budget_calls: int | None,
+    step_cap: int,
+) -> Literal["exact", "permutation"]:
+    """Exact when asked for or when it fits `room` (rollouts); else permutation. Never switches a
+    method the user asked for: raises `BudgetError` with the budget needed instead."""
+    needed_exact = exact_cost(n, v_known)
+    needed_walks = _MIN_PAIRS * (2 * n - (1 if v_known else 0)) + (1 if v_known else 0)
+    fits_exact = n <= MAX_EXACT_PLAYERS and room >= needed_exact
+    if method == "exact" and not fits_exact:
+        raise BudgetError(_budget_message("exact", n, needed_exact, budget, budget_calls, step_cap))
+    chosen: Literal["exact", "permutation"] = (
+        "exact" if method == "exact" or (method == "auto" and fits_exact) else "permutation"
+    )
+    if chosen == "permutation" and room < needed_walks:
+        raise BudgetError(
+            _budget_message("permutation", n, needed_walks, budget, budget_calls, step_cap)
+        )
+    return chosen
+
+
+def budget_room(budget: int, budget_calls: int | None, step_cap: int) -> int:
+    """Rollouts a budget pays for in the worst case (every rollout making `step_cap` policy calls)."""
+    room = budget
+    if budget_calls is not None:
+        room = min(room, budget_calls // max(step_cap, 1))
+    return room
+
+
+def _budget_message(
+    method: str, n: int, needed: int, budget: int, calls: int | None, step_cap: int
+) -> str:
+    what = f"{needed} rollouts"
+    if calls is not None:
+        what += f" and up to {needed * step_cap} policy calls"
+    limit = f"--budget {budget}" + (f" --budget-calls {calls}" if calls is not None else "")
+    extra = (
+        f" ({EXACT_MIN_PER_COALITION} per coalition over 2^{n} coalitions)"
+        if method == "exact" and n <= MAX_EXACT_PLAYERS
+        else ""
+    )
+    if method == "exact" and n > MAX_EXACT_PLAYERS:
+        return f"exact Shapley enumerates 2^{n} coalitions: at most {MAX_EXACT_PLAYERS} players"
+    return f"{method} Shapley over {n} players needs at least {what}{extra}; {limit} is too small"
+
+
+async def _record_value(game: _Game) -> float:
+    return _v(await game.run(Plan.hold(game.held((1 << game.n) - 1)), EXACT_BASE - 1))
+
+
+async def _exact(
+    game: _Game,
+    spend: _Spend,
+    kind: PlayersKind,
+    v_known: bool,
+    target: float | None,
+    level: float,
+) -> ShapleyResult:
+    n, size = game.n, 1 << game.n
+    full = size - 1
+    known: dict[int, float] = {}
+    notes: list[str] = []
+    if v_known:
+        value = await _record_value(game)
+        if math.isnan(value):
+            notes.append("the record could not be scored; v(N) is estimated by rollouts instead")
+        else:
+            known[full] = value
+    outcomes: list[list[float]] = [[] for _ in range(size)]
+    have = np.zeros(size, dtype=np.int64)
+    free = size - len(known)
+
+    async def run(counts: np.ndarray) -> None:
+        jobs: list[Callable[[], Awaitable[Rollout]]] = []
+        owners: list[int] = []
+        for m in np.flatnonzero(counts):
+            mask = int(m)
+            plan = Plan.hold(game.held(mask))
+            for j in range(int(have[mask]), int(have[mask] + counts[mask])):
+                jobs.append(partial(game.replay.run, plan, EXACT_BASE + mask * _SLOT + j))
+                owners.append(mask)
+        for owner, rollout in zip(owners, await game.gather(jobs), strict=True):
+            outcomes[owner].append(_v(rollout))
+        have[:] += counts
+
+    room = spend.room()
+    pilot = max(2, min(8, room // (4 * free)))
+    if pilot * free > room:  # only when the record could not be scored and v(N) needs rollouts
+        raise BudgetError(
+            f"exact Shapley over {n} players needs at least {pilot * free} more rollouts; "
+            f"{room} are left in the budget"
+        )
+    await run(plan_exact(n, pilot * free, known=list(known), minimum=pilot))
+    estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
+    rounds = 0
+    while True:
+        room = spend.room()
+        widest = float(estimate.half_width.max())
+        if target is not None and widest <= target:
+            break
+        if room < 1:
+            break
+        # Without a target: half the rest, then the rest, re-estimating each coalition's sd in
+        # between (the pilot alone over-feeds coalitions whose few rollouts all agreed).
+        spend_now = room if rounds >= 1 or room < 2 * free else room // 2
+        if target is not None:
+            # (half-width / target)^2 more of what was spent, a little over, capped by the budget.
+            grow = (widest / target) ** 2 - 1
+            spend_now = min(room, max(free, math.ceil(1.1 * grow * int(have.sum()))))
+        means = np.array([np.nanmean(o) if o else np.nan for o in outcomes])
+        sd = exact_sd(means, have)
+        counts = plan_exact(n, spend_now, known=list(known), sd=sd, minimum=0, already=have)
+        if counts.sum() == 0:
+            break
+        await run(counts)
+        estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
+        rounds += 1
+        if target is None and rounds >= 2:
+            break
+    rollouts, calls, env_calls, reused, errored = spend.used()
+    met = target is not None and float(estimate.half_width.max()) <= target
+    return ShapleyResult(
+        "exact",
+        kind,
+        game.players,
+        estimate,
+        full in known,
+        rollouts,
+        calls,
+        env_calls,
+        reused,
+        errored,
+        budget_reached=not met and spend.room() < max(1, free // 8),
+        target_width=target,
+        units=int(have.sum()),
+        notes=notes,
+    )
+
+
+def _estimate_exact(
+    outcomes: list[list[float]], known: dict[int, float], level: float, units: int
+) -> ShapleyEstimate:
+    means, var, counts = coalition_moments([np.array(o) for o in outcomes], known)
+    if np.isnan(means).any():
+        raise BudgetError(
+            "exact Shapley: some coalition has no scorable rollout (every one errored); "
+            "check the backend, or raise --budget"
+        )
+    return estimate_exact(means, var, level=level, units=units, v_none_n=int(counts[0]))
+
+
+async def _walks(
+    game: _Game,
+    spend: _Spend,
+    kind: PlayersKind,
+    v_known: bool,
+    target: float | None,
+    level: float,
+    shared_seeds: bool,
+) -> ShapleyResult:
+    n = game.n
+    full = (1 << n) - 1
+    notes: list[str] = []
+    v_all: float | None = None
+    if v_known:
+        v_all = await _record_value(game)
+        if math.isnan(v_all):
+            notes.append("the record could not be scored; v(N) is estimated by rollouts instead")
+            v_all = None
+    worst = 2 * n - (1 if v_all is not None else 0)
+    orders: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    pairs = 0
+    estimate: ShapleyEstimate | None = None
+    for _ in range(64):  # rounds; each spends a share of what is left
+        affordable = spend.room() // worst
+        if affordable < 1 or (pairs == 0 and affordable < 2):
+            break
+        size = affordable
+        if target is not None:
+            if estimate is None:
+                size = min(affordable, 8)
+            else:
+                widest = float(estimate.half_width.max())
+                if widest <= target:
+                    break
+                size = min(
+                    affordable, max(2, math.ceil(1.1 * estimate.units * ((widest / target) ** 2 - 1)))
+                )
+        batch = await asyncio.gather(
+            *(_pair(game, pairs + k, full, v_all, shared_seeds) for k in range(size))
+        )
+        for o, v in batch:
+            orders.append(o)
+            values.append(v)
+        pairs += size
+        if len(values) >= 2:
+            try:
+                estimate = estimate_walks(np.concatenate(orders), np.concatenate(values), level=level)
+            except ValueError:
+                estimate = None
+    if estimate is None:
+        raise BudgetError(
+            "permutation Shapley: fewer than two pairs of walks completed (rollouts errored or the "
+            "budget is too small); check the backend, or raise --budget"
+        )
+    rollouts, calls, env_calls, reused, errored = spend.used()
+    met = target is not None and float(estimate.half_width.max()) <= target
+    dropped = pairs - estimate.units
+    if dropped:
+        notes.append(f"{dropped} pairs of walks dropped: a rollout on them errored")
+    return ShapleyResult(
+        "permutation",
+        kind,
+        game.players,
+        estimate,
+        v_all is not None,
+        rollouts,
+        calls,
+        env_calls,
+        reused,
+        errored,
+        budget_reached=not met and spend.room() < worst,
+        target_width=target,
+        units=estimate.units,
+        dropped=dropped,
+        notes=notes,
+    )
+
+
+async def _pair(
+    game: _Game, p: int, full: int, v_all: float | None, shared_seeds: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """One antithetic pair of walks: orders (2, n) and values (2, n + 1)."""
+    n = game.n
+    order_rng = EventKey(game.replay.seed, WALK_BASE + p, 0, "shapley-order").generator()
+    orders = plan_walks(n, 1, order_rng)
+    base = WALK_BASE + (p if shared_seeds else p * _SLOT)
+    empty = await game.run(Plan.hold(game.held(0)), base)
+    end = _v(await game.run(Plan.hold(game.held(full)), base)) if v_all is None else v_all
+    fresh = iter(range(1, _SLOT)) if not shared_seeds else None
+
+    async def walk(order: np.ndarray) -> np.ndarray:
+        vals = np.full(n + 1, np.nan)
+        vals[0], vals[n] = _v(empty), end
+        current, mask = empty, 0
+        for k in range(n - 1):
+            if current.status == "error":
+                break
+            i = int(order[k])
+            mask |= 1 << i
+            rep = base if fresh is None else base + next(fresh)
+            current = await _add_player(game, current, game.players[i], game.held(mask), rep)
+            vals[k + 1] = _v(current)
+        return vals
+
+    a, b = await asyncio.gather(walk(orders[0]), walk(orders[1]))
+    return orders, np.stack([a, b])
+
+
+async def _add_player(
+    game: _Game, rollout: Rollout, player: Player, held: frozenset[int], replicate: int
+) -> Rollout:
+    """The rollout for S + {player} from the rollout for S (a fork, or S's rollout itself)."""
+    trace = game.replay.trace
+    for step in player.steps:
+        recorded = trace.steps[step]
+        if step >= len(rollout.turns) or rollout.turns[step].actor != recorded.actor:
+            continue  # holding by position has no effect where another actor (or nobody) acts
+        if rollout.turns[step].action.signature() == recorded.action.signature():
+            continue
+        # Fork with the coalition's plan (the player's later steps held) and, without shared seeds,
+        # a fresh replicate for everything drawn after the fork.
+        base = replace(rollout, plan=Plan.hold(held - {step}), replicate=replicate)
+        forked = await game.fork(base, step, recorded.action)
+        return replace(forked, plan=Plan.hold(held))
+    game.replay.counters.reused += 1
+    return replace(rollout, plan=Plan.hold(held), reused=True)
+
+
+def shared_sentence(players: Sequence[ShapleyPlayer], kind: PlayersKind) -> str:
+    """One sentence on who carries the Shapley credit ("steps 1 and 3 share the blame: 46% and 45%")."""
+    ranked = sorted(players, key=lambda p: -p.value)
+    credited = [p for p in ranked if p.low > 0 and p.share is not None and p.share > 0]
+    if not credited:
+        return "no player's Shapley credit is significantly above zero at this budget"
+    names = [_name(p, kind) for p in credited[:4]]
+    shares = [f"{p.share:.0%}" for p in credited[:4]]
+    if len(credited) == 1:
+        return f"the Shapley credit goes to {names[0]} ({shares[0]} of the total)"
+    noun = {"steps": "steps", "agents": "agents", "groups": "groups"}[kind]
+    plain = [n.removeprefix("step ") if kind == "steps" else n for n in names]
+    return f"{noun} {_join(plain)} share the blame: {_join(shares)}"
+
+
+def _name(p: ShapleyPlayer, kind: PlayersKind) -> str:
+    return p.id if kind != "groups" else f"[{p.id}]"
+
+
+def _join(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _interval(mean: float, se: float, level: float, n: int) -> Estimate:
+    if math.isnan(se):
+        return Estimate(estimate=mean, low=None, high=None, n=n)
+    z = float(NormalDist().inv_cdf(1 - (1 - level) / 2))
+    return Estimate(estimate=mean, low=max(0.0, mean - z * se), high=min(1.0, mean + z * se), n=n)
+
+
+def to_report(result: ShapleyResult, budget: int, budget_calls: int | None) -> ShapleyReport:
+    """The `shapley` section of the report."""
+    est = result.estimate
+    total = est.total
+    players = [
+        ShapleyPlayer(
+            id=p.id,
+            steps=list(p.steps),
+            value=float(est.values[i]),
+            low=float(est.low[i]),
+            high=float(est.high[i]),
+            share=(float(est.values[i]) / total) if abs(total) > 1e-12 else None,
+        )
+        for i, p in enumerate(result.players)
+    ]
+    v_all = (
+        Estimate(estimate=est.v_all, low=est.v_all, high=est.v_all, n=1)
+        if result.v_all_exact
+        else Estimate(estimate=est.v_all, low=None, high=None, n=est.units)
+    )
+    return ShapleyReport(
+        method=result.method,
+        players_kind=result.players_kind,
+        players=players,
+        total=total,
+        v_all=v_all,
+        v_none=_interval(est.v_none, est.v_none_se, est.level, est.v_none_n),
+        budget=Budget(
+            rollouts=result.rollouts,
+            policy_calls=result.policy_calls,
+            env_calls=result.env_calls,
+            reused=result.reused,
+            errored=result.errored,
+        ),
+        budget_reached=result.budget_reached,
+        target_width=result.target_width,
+        budget_limit=budget,
+        budget_calls_limit=budget_calls,
+        level=est.level,
+        units=result.units,
+        summary=shared_sentence(players, result.players_kind),
+        notes=list(result.notes),
+    )

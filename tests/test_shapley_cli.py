@@ -1,0 +1,153 @@
+"""`car blame` with Shapley: the fallback rules, the report section, the table and the errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import car
+from car.cli import main
+from car.errors import BudgetError
+from car.fallback import fallback_reason
+from tests.conftest import TRACES
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_shared_drops_fire_the_fallback() -> None:
+    report = car.blame(str(TRACES / "and.json"), seed=0)
+    assert len(report.shared) >= 2
+    assert report.method == "shapley"
+    assert report.method_reason is not None and "shared" in report.method_reason
+    sh = report.shapley
+    assert sh is not None and sh.method == "exact" and sh.players_kind == "steps"
+    assert [p.steps for p in sh.players] == [[0], [1], [2]]
+    assert sh.total == pytest.approx(sh.v_all.estimate - sh.v_none.estimate, abs=1e-12)
+    assert sh.budget.rollouts <= 1000 and sh.budget_limit == 1000
+    assert "share the blame" in report.headline
+    # The overall budget counts the contrastive and the Shapley rollouts.
+    assert report.budget.rollouts >= sh.budget.rollouts + 3 * 32
+
+
+def test_abstention_fires_the_fallback() -> None:
+    report = car.blame(str(TRACES / "pivot.json"), samples=2, min_effect=0.5)
+    assert report.locus is None
+    assert report.method == "shapley"
+    assert report.method_reason == "the contrastive estimator abstained"
+
+
+def test_single_locus_keeps_contrastive() -> None:
+    report = car.blame(str(TRACES / "pivot.json"))
+    assert report.locus == 1 and report.method == "contrastive" and report.shapley is None
+    assert fallback_reason(report, "contrastive") is None
+    assert fallback_reason(report, "shapley") == "requested (--method shapley)"
+
+
+def test_method_contrastive_never_runs_shapley() -> None:
+    report = car.blame(str(TRACES / "and.json"), method="contrastive")
+    assert report.shapley is None and report.method == "contrastive"
+
+
+def test_agents_players_on_the_research_team() -> None:
+    report = car.blame(
+        str(TRACES / "research-team-world.json"), method="shapley", players="agents", budget=800
+    )
+    sh = report.shapley
+    assert sh is not None and sh.players_kind == "agents"
+    by_id = {p.id: p for p in sh.players}
+    assert by_id["orchestrator"].steps == [0, 4]
+    assert by_id["searcher"].low > 0.3 and by_id["verifier"].low > 0.25
+    assert by_id["orchestrator"].low < 0 < by_id["orchestrator"].high
+    assert "agents searcher and verifier share the blame" in (sh.summary or "")
+
+
+def test_json_report_has_the_shapley_section(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "blame",
+        str(TRACES / "and.json"),
+        "--method",
+        "shapley",
+        "--format",
+        "json",
+        "--budget",
+        "300",
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["method"] == "shapley" and doc["method_reason"] == "requested (--method shapley)"
+    sh = doc["shapley"]
+    assert {"method", "players", "total", "v_all", "v_none", "budget", "budget_reached"} <= set(sh)
+    assert {"id", "steps", "value", "low", "high", "share"} <= set(sh["players"][0])
+    assert sh["budget"]["rollouts"] <= 300
+
+
+def test_table_shows_phi_and_the_shared_sentence(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "blame", str(TRACES / "and.json"), "--budget", "300")
+    assert code == 0
+    assert "phi [95% CI]" in out and "share" in out
+    assert "steps 0 and 1 share the blame" in out or "steps 1 and 0 share the blame" in out
+    assert "sum phi" in out and "v(N) - v(empty)" in out
+
+
+def test_agent_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "blame",
+        str(TRACES / "research-team.json"),
+        *("--method", "shapley", "--players", "agents", "--budget", "400"),
+    )
+    assert code == 0
+    assert "Shapley credit by agent" in out and "orchestrator" in out
+
+
+def test_exact_over_budget_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys,
+        "blame",
+        str(TRACES / "long-and.json"),
+        "--method",
+        "shapley",
+        "--shapley",
+        "exact",
+        "--budget",
+        "500",
+    )
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert "needs at least 32761 rollouts" in err and "--budget 500" in err
+
+
+def test_exact_over_budget_raises_before_any_rollout() -> None:
+    with pytest.raises(BudgetError):
+        car.blame(str(TRACES / "long-and.json"), method="shapley", shapley_method="exact", budget=500)
+
+
+def test_auto_fallback_that_cannot_be_paid_is_a_note() -> None:
+    # 64 samples per step: enough for the contrastive run to see both drops (3 and 8) and fire rule b
+    report = car.blame(str(TRACES / "long-and.json"), budget=30, samples=64)
+    assert report.shapley is None and report.method == "contrastive"
+    assert any(n.startswith("Shapley (credit looks shared") for n in report.notes)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--players", "0,99"], "not a decision step"),
+        (["--budget", "0"], "--budget must be at least 1"),
+        (["--target-width", "2"], "--target-width must be in (0, 1)"),
+        (["--method", "nope"], "nope"),
+    ],
+)
+def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, "blame", str(TRACES / "and.json"), *args)
+    assert code == 2 and message in err and err.count("\n") == 1

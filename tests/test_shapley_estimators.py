@@ -1,0 +1,175 @@
+"""The pure Shapley estimators against brute force and the axioms (no replay involved)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from car.estimators.shapley import (
+    coalition_moments,
+    coefficient_norms,
+    estimate_exact,
+    estimate_walks,
+    plan_exact,
+    plan_walks,
+    popcounts,
+    shapley_weights,
+    walk_marginals,
+)
+from tests.shapley_truth import and_game, brute_shapley, or_game, pivot_game
+
+
+def table(n: int, v) -> np.ndarray:  # type: ignore[no-untyped-def]
+    return np.array([v(frozenset(i for i in range(n) if m >> i & 1)) for m in range(1 << n)])
+
+
+def random_table(n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.random(1 << n)
+
+
+@pytest.mark.parametrize(
+    ("game", "truth"),
+    [(and_game(), [0.455, 0.455, 0.0]), (or_game(), [0.245, 0.245, 0.0]), (pivot_game(), [0, 0.7, 0])],
+)
+def test_exact_on_closed_forms(game, truth) -> None:  # type: ignore[no-untyped-def]
+    est = estimate_exact(table(3, game), np.zeros(8))
+    assert est.values == pytest.approx(truth, abs=1e-12)
+    assert est.low == pytest.approx(est.values) and est.high == pytest.approx(est.values)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_exact_matches_brute_force_on_random_games(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        v = random_table(n, rng)
+        brute = brute_shapley(n, lambda s, v=v: float(v[sum(1 << i for i in s)]))
+        assert estimate_exact(v, np.zeros(1 << n)).values == pytest.approx(brute, abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 9, 14])
+def test_exact_efficiency_to_float_precision(n: int) -> None:
+    rng = np.random.default_rng(100 + n)
+    v = random_table(n, rng)
+    est = estimate_exact(v, rng.random(1 << n) * 1e-3)
+    assert abs(est.values.sum() - (v[-1] - v[0])) < 1e-12
+    assert est.total == pytest.approx(est.values.sum())
+
+
+def test_symmetry_and_null_player() -> None:
+    # Players 0 and 2 are interchangeable; player 1 never changes anything.
+    def v(s: frozenset[int]) -> float:
+        return {0: 0.1, 1: 0.4, 2: 1.0}[len(s - {1})]
+
+    est = estimate_exact(table(3, v), np.full(8, 1e-4))
+    assert est.values[0] == pytest.approx(est.values[2], abs=1e-15)
+    assert est.values[1] == pytest.approx(0.0, abs=1e-15)
+    walks = estimate_walks(*all_orders_values(3, v))
+    assert walks.values[0] == pytest.approx(walks.values[2], abs=1e-12)
+    assert walks.values[1] == 0.0
+
+
+def all_orders_values(n: int, v) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    orders = []
+    for order in itertools.permutations(range(n)):
+        if order[0] < order[-1]:  # each order once, followed by its reverse
+            orders += [order, order[::-1]]
+    values = [[v(frozenset(o[:k])) for k in range(n + 1)] for o in orders]
+    return np.array(orders), np.array(values, dtype=float)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_walks_over_all_orders_are_exact(n: int) -> None:
+    rng = np.random.default_rng(n)
+    v = random_table(n, rng)
+
+    def game(s: frozenset[int]) -> float:
+        return float(v[sum(1 << i for i in s)])
+
+    est = estimate_walks(*all_orders_values(n, game))
+    assert est.values == pytest.approx(brute_shapley(n, game), abs=1e-12)
+    assert est.total == pytest.approx(v[-1] - v[0], abs=1e-12)
+
+
+def test_walk_marginals_telescope() -> None:
+    rng = np.random.default_rng(0)
+    orders = plan_walks(6, 10, rng)
+    values = rng.random((20, 7))
+    marg = walk_marginals(orders, values)
+    assert marg.sum(axis=1) == pytest.approx(values[:, -1] - values[:, 0])
+
+
+def test_plan_walks_are_antithetic_permutations() -> None:
+    orders = plan_walks(7, 25, np.random.default_rng(3))
+    assert orders.shape == (50, 7)
+    for a, b in zip(orders[0::2], orders[1::2], strict=True):
+        assert sorted(a) == list(range(7))
+        assert list(b) == list(a[::-1])
+
+
+def test_walk_floor_keeps_an_all_zero_player_honest() -> None:
+    orders = plan_walks(3, 20, np.random.default_rng(0))
+    # Player 2 never matters on these walks; players 0 and 1 do.
+    values = np.array(
+        [[0.0] + [1.0 if {0, 1} <= set(o[:k]) else 0.0 for k in range(1, 4)] for o in orders]
+    )
+    est = estimate_walks(orders, values)
+    assert est.values[2] == 0.0
+    assert est.half_width[2] > 0  # not a zero-width certainty
+    bare = estimate_walks(orders, values, floor=False)
+    assert bare.half_width[2] == 0.0
+
+
+def test_walks_drop_pairs_with_errors() -> None:
+    orders = plan_walks(2, 4, np.random.default_rng(0))
+    values = np.tile([0.0, 0.5, 1.0], (8, 1))
+    values[3, 1] = np.nan
+    est = estimate_walks(orders, values)
+    assert est.units == 3
+
+
+def test_weights_and_norms() -> None:
+    from math import comb
+
+    for n in range(1, 12):
+        w = shapley_weights(n)
+        assert sum(comb(n - 1, s) * w[s] for s in range(n)) == pytest.approx(1.0)
+    sizes = popcounts(4)
+    assert list(sizes[:8]) == [0, 1, 1, 2, 1, 2, 2, 3]
+    norms = coefficient_norms(3)
+    assert norms[0] == pytest.approx(3 * (1 / 3) ** 2)
+    assert norms[1] == pytest.approx((1 / 3) ** 2 + 2 * (1 / 6) ** 2)
+
+
+def test_plan_exact_respects_budget_minimum_and_known() -> None:
+    counts = plan_exact(3, 100, known=[7], minimum=4)
+    assert counts.sum() == 100
+    assert counts[7] == 0
+    assert (counts[:7] >= 4).all()
+    # More rollouts where sqrt(sum c^2) * sd is larger.
+    sd = np.array([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.01, 0.0])
+    skewed = plan_exact(3, 200, known=[7], sd=sd, minimum=2)
+    assert skewed.sum() == 200 and skewed[6] == 2
+    top_up = plan_exact(3, 50, known=[7], sd=sd, minimum=0, already=skewed)
+    assert top_up.sum() == 50 and top_up[7] == 0
+    with pytest.raises(ValueError, match="cannot pay"):
+        plan_exact(3, 10, minimum=2)
+
+
+def test_exact_variance_is_the_linear_sum() -> None:
+    rng = np.random.default_rng(5)
+    var = rng.random(8) * 1e-2
+    est = estimate_exact(rng.random(8), var)
+    w = shapley_weights(3)
+    c0 = np.array([-w[0], w[0], -w[1], w[1], -w[1], w[1], -w[2], w[2]])  # player 0
+    assert est.se[0] == pytest.approx(np.sqrt((c0 * c0) @ var))
+
+
+def test_coalition_moments_are_cautious_about_unanimous_coalitions() -> None:
+    means, var, counts = coalition_moments([np.ones(10), np.array([0.0, 1.0, np.nan])], {})
+    assert list(counts) == [10, 2]
+    assert means[0] == 1.0 and var[0] > 0
+    assert means[1] == 0.5
+    means, var, _ = coalition_moments([np.ones(3), np.ones(3)], {1: 1.0})
+    assert var[1] == 0.0
