@@ -157,6 +157,8 @@ async def blame_async(
         actions = []
         replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
 
+    component_notes = await _settle(comps)
+
     factual = np.array([_value(r) for r in rollouts[:factual_reps]])
     arms = np.array([_value(r) for r in rollouts[factual_reps:]]).reshape(m, samples)
     matches = np.zeros((m, match_samples), dtype=bool)
@@ -164,7 +166,7 @@ async def blame_async(
         k, j = divmod(i, match_samples)
         matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
     have_matches = len(actions) == m * match_samples and match_samples > 0
-    return _report(
+    report = _report(
         trace,
         path,
         comps,
@@ -180,6 +182,22 @@ async def blame_async(
         min_effect=min_effect,
         max_error_rate=max_error_rate,
     )
+    report.notes.extend(component_notes)
+    return report
+
+
+async def _settle(comps: _Components) -> list[str]:
+    """Collect the components' own report lines (`notes()`) and close them (`aclose()`), if they
+    have such methods: backends report retries, capabilities and judge noise, and hold connections."""
+    notes: list[str] = []
+    for comp in (comps.policy, comps.env, comps.scorer):
+        get_notes = getattr(comp, "notes", None)
+        if callable(get_notes):
+            notes.extend(str(n) for n in get_notes())
+        close = getattr(comp, "aclose", None)
+        if callable(close):
+            await close()
+    return notes
 
 
 def _value(r: Rollout) -> float:

@@ -80,6 +80,7 @@ def _root(
 
 @app.command()
 def blame(
+    ctx: typer.Context,
     trace: Annotated[Path, typer.Argument(help="A car trace file (JSON).", show_default=False)],
     policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
     env: Annotated[
@@ -95,10 +96,38 @@ def blame(
     fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+    base_url: Annotated[
+        str | None, typer.Option(help="Model server URL (default: OPENAI_BASE_URL / vendor URL).")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the API key.")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="Send this temperature (default: the recorded one).")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option(help="Send this top_p (default: recorded).")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Send this max_tokens (default: recorded).")
+    ] = None,
 ) -> None:
     """Rank the steps of a failed run by how much re-deciding them avoids the failure."""
     global _DEBUG
     _DEBUG = debug
+    from car.backends.options import configure
+    from car.config import resolve
+
+    given = {
+        name
+        for name in ctx.params
+        if (src := ctx.get_parameter_source(name)) is not None and src.name != "DEFAULT"
+    }
+    o = resolve(ctx.params, given)
+    policy, env, scorer = o["policy"], o["env"], o["scorer"]
+    samples, match_samples, seed = o["samples"], o["match_samples"], o["seed"]
+    concurrency, level, min_effect = o["concurrency"], o["level"], o["min_effect"]
+    backend = {
+        k: o.get(k) for k in ("base_url", "api_key_env", "timeout", "max_attempts", "max_concurrency")
+    } | {k: o.get(k) for k in ("temperature", "top_p", "max_tokens")}
     from car.blame import blame_async
     from car.render import render_json
 
@@ -119,7 +148,7 @@ def blame(
 
     import asyncio
 
-    with bar:
+    with bar, configure(**backend):
         report = asyncio.run(
             blame_async(
                 trace,
@@ -154,6 +183,14 @@ def blame(
             file=sys.stderr,
         )
         raise SystemExit(3)
+
+
+@app.command()
+def plugins() -> None:
+    """List the policies, environments and scorers available, and where each comes from."""
+    from car.plugins import describe_plugins
+
+    print(describe_plugins(), end="")
 
 
 @app.command()
