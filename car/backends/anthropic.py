@@ -45,6 +45,7 @@ def anthropic_backend(opts: BackendOptions, *, name: str = "anthropic") -> HttpB
         timeout=opts.timeout,
         max_attempts=opts.max_attempts,
         max_concurrency=opts.max_concurrency,
+        backoff_base=opts.backoff_base,
     )
 
 

@@ -309,7 +309,8 @@ class HttpBackend:
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(s.by_reason.items()))
         return (
             f"{self.name} at {self._redact(self.base_url)}: {s.requests} requests, {s.retries} retried"
-            f" ({reasons}), {s.failures} failed; concurrency limit cut {self.limiter.cuts} times,"
+            + (f" ({reasons})" if reasons else "")
+            + f", {s.failures} failed; concurrency limit cut {self.limiter.cuts} times,"
             f" now {int(self.limiter.limit)}"
         )
 

@@ -52,7 +52,7 @@ class Capabilities:
     def describe(self) -> str:
         yes = [k for k, v in vars(self).items() if v]
         no = [k for k, v in vars(self).items() if not v]
-        return f"supports {', '.join(yes) or 'nothing optional'}; not {', '.join(no) or '-'}"
+        return f"supports {', '.join(yes) or 'nothing optional'}" + (f"; not {', '.join(no)}" if no else "")
 
 
 def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend:
@@ -67,6 +67,7 @@ def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend
         timeout=opts.timeout,
         max_attempts=opts.max_attempts,
         max_concurrency=opts.max_concurrency,
+        backoff_base=opts.backoff_base,
     )
 
 

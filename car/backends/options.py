@@ -26,6 +26,7 @@ class BackendOptions:
     timeout: float = 120.0  # seconds per request
     max_attempts: int = 6  # tries per request, first one included
     max_concurrency: int = 32  # ceiling of the adaptive limit (requests in flight per backend)
+    backoff_base: float = 0.5  # seconds; attempt i waits up to base * 2**i (full jitter)
     temperature: float | None = None  # explicit overrides: sent even when the trace recorded none
     top_p: float | None = None
     max_tokens: int | None = None

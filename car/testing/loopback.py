@@ -172,7 +172,9 @@ class LoopbackServer:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="car-loopback", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(0.02,), name="car-loopback", daemon=True
+        )
         self._thread.start()
         return self
 
