@@ -169,7 +169,7 @@ class LoopbackServer:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> LoopbackServer:
         handler = type("_Handler", (_Handler,), {"server_ref": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd = _Server(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -230,6 +230,17 @@ class LoopbackServer:
 
     def _model(self, name: str) -> ModelFn | None:
         return self.models.get(name, self.default if not self.models or "*" in self.models else None)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        # A client that gave up (timeout) closes its end while a slow answer is being written.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
