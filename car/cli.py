@@ -114,7 +114,7 @@ def blame(
     global _DEBUG
     _DEBUG = debug
     from car.backends.options import configure
-    from car.config import resolve
+    from car.config import BACKEND_KEYS, resolve
 
     given = {
         name
@@ -125,9 +125,7 @@ def blame(
     policy, env, scorer = o["policy"], o["env"], o["scorer"]
     samples, match_samples, seed = o["samples"], o["match_samples"], o["seed"]
     concurrency, level, min_effect = o["concurrency"], o["level"], o["min_effect"]
-    backend = {
-        k: o.get(k) for k in ("base_url", "api_key_env", "timeout", "max_attempts", "max_concurrency")
-    } | {k: o.get(k) for k in ("temperature", "top_p", "max_tokens")}
+    backend = {k: o.get(k) for k in BACKEND_KEYS}
     from car.blame import blame_async
     from car.render import render_json
 

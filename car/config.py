@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from car.errors import InputError
 
-__all__ = ["ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
+__all__ = ["BACKEND_KEYS", "ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
 
 ENV_PREFIX = "CAR_"
 
@@ -51,12 +51,25 @@ class Settings(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1)
     max_concurrency: int | None = Field(default=None, ge=1)
+    backoff_base: float | None = Field(default=None, ge=0)
     temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, gt=0)
 
 
 KEYS = tuple(Settings.model_fields)
+# The keys that configure model-server backends (`car.backends.options.BackendOptions`).
+BACKEND_KEYS = (
+    "base_url",
+    "api_key_env",
+    "timeout",
+    "max_attempts",
+    "max_concurrency",
+    "backoff_base",
+    "temperature",
+    "top_p",
+    "max_tokens",
+)
 
 
 def find_config(start: Path | None = None) -> tuple[Path, dict[str, Any]] | None:

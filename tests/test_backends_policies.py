@@ -12,8 +12,9 @@ import pytest
 import car
 from car.backends import openai as openai_backend
 from car.backends.anthropic import AnthropicPolicy
+from car.backends.openai import OpenAIPolicy, capabilities
+from car.backends.openai import openai_backend as make_http
 from car.backends.options import BackendOptions, configure
-from car.backends.openai import OpenAIPolicy, capabilities, openai_backend as make_http
 from car.errors import BackendError, InputError
 from car.protocols import Decision
 from car.rng import EventKey

@@ -218,6 +218,7 @@ class HttpBackend:
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed_in: asyncio.AbstractEventLoop | None = None
         self._rng = random.Random()  # jitter only: it never touches results
 
     def __repr__(self) -> str:  # never show headers
@@ -228,6 +229,10 @@ class HttpBackend:
 
     def _get_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
+        if self._closed_in is loop:
+            # Closed by its owner in this loop: a straggling task must not open a new connection
+            # that nobody would close.
+            raise BackendError(f"{self.name}: the backend was closed")
         if self._client is None or self._loop is not loop:
             # A client belongs to one event loop; `car.blame` runs one loop per call.
             self._client = httpx.AsyncClient(
@@ -243,8 +248,10 @@ class HttpBackend:
         return self._client
 
     async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._closed_in = loop
         client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
+        if client is not None and self._loop is loop:
             await client.aclose()
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:

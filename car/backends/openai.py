@@ -52,7 +52,9 @@ class Capabilities:
     def describe(self) -> str:
         yes = [k for k, v in vars(self).items() if v]
         no = [k for k, v in vars(self).items() if not v]
-        return f"supports {', '.join(yes) or 'nothing optional'}" + (f"; not {', '.join(no)}" if no else "")
+        return f"supports {', '.join(yes) or 'nothing optional'}" + (
+            f"; not {', '.join(no)}" if no else ""
+        )
 
 
 def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend:
@@ -103,12 +105,17 @@ async def probe(http: HttpBackend, model: str) -> Capabilities:
         "temperature": 1.0,
     }
     await http.post_json("chat/completions", base)  # auth, model name, reachability: fail loudly
-    n_resp, seed_a, logp, both = await asyncio.gather(
+    results = await asyncio.gather(
         _accepts(http, {**base, "n": 2}),
         _accepts(http, {**base, "seed": 12345}),
         _accepts(http, {**base, "logprobs": True}),
         _accepts(http, {**base, "top_p": 0.9}),
+        return_exceptions=True,  # let every probe finish before failing: no request left behind
     )
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    n_resp, seed_a, logp, both = (r if isinstance(r, dict) else None for r in results)
     n_ok = n_resp is not None and len(n_resp.get("choices") or ()) == 2
     seed_ok = seed_a is not None
     repeatable = False

@@ -245,6 +245,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # One write per answer and no Nagle: split header/body writes meet delayed ACKs (~40 ms each).
+    disable_nagle_algorithm = True
+    wbufsize = 1 << 16
     server_ref: LoopbackServer
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read stderr
