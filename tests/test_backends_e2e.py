@@ -88,7 +88,10 @@ def test_locus_found_across_seeds_despite_faults(seed: int) -> None:
         retry_after_ms="5",
         seed=seed,
     )
-    with _server(faults=faults) as server, configure(base_url=server.url, backoff_base=0.005):
+    # 18% of requests fail; 10 attempts make a request that never gets through (0.18**10 per
+    # request) practically impossible, so any errored rollout would be a bug.
+    opts = {"base_url": None, "backoff_base": 0.005, "max_attempts": 10}
+    with _server(faults=faults) as server, configure(**{**opts, "base_url": server.url}):
         report = car.blame(TRACE, policy="openai:support-refund", seed=seed)
     assert report.locus == 1
     assert report.budget.errored == 0  # every fault was absorbed by retries

@@ -23,6 +23,7 @@ Capability switches: `n` ("ok" | "reject" | "ignore"), `seed` ("honour" | "ignor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import threading
@@ -30,7 +31,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from car.backends.wire import messages_from_anthropic, messages_from_openai
@@ -42,6 +42,7 @@ from car.trace import Action, Message, Observation, ToolCall
 __all__ = ["Faults", "LoopbackServer", "ModelFn", "ScenarioModel", "TextModel"]
 
 ModelFn = Callable[[Sequence[Message], Sequence[Mapping[str, Any]], float], Action]
+_Reply = tuple[int, bytes, dict[str, str]]
 Fault = Literal["ok", "429", "500", "503", "slow", "drop", "malformed", "echo"]
 
 
@@ -163,29 +164,53 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._rng = random.Random(self.faults.seed)
         self._script = list(self.faults.script)
-        self._httpd: ThreadingHTTPServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> LoopbackServer:
-        handler = type("_Handler", (_Handler,), {"server_ref": self})
-        httpd = _Server(("127.0.0.1", 0), handler)
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, args=(0.02,), name="car-loopback", daemon=True
-        )
+        """Serve on 127.0.0.1 (a free port) from an event loop in a background thread."""
+        ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0, backlog=512)
+            ready.set()
+
+        def run() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(serve())
+            self._loop.run_forever()
+            # Shut down: cancel connection handlers, let them unwind, close the loop.
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="car-loopback", daemon=True)
         self._thread.start()
+        ready.wait(10)
         return self
 
     def close(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        loop, server = self._loop, self._server
+        if loop is None or server is None:
+            return
+
+        async def stop() -> None:
+            server.close()
+            for writer in list(self._writers):
+                writer.close()
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(stop(), loop)
         if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+            self._thread.join(timeout=10)
+        self._loop = self._server = self._thread = None
 
     def __enter__(self) -> LoopbackServer:
         return self.start()
@@ -195,8 +220,8 @@ class LoopbackServer:
 
     @property
     def port(self) -> int:
-        assert self._httpd is not None, "start the server first"
-        return int(self._httpd.server_address[1])
+        assert self._server is not None, "start the server first"
+        return int(self._server.sockets[0].getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -231,107 +256,103 @@ class LoopbackServer:
     def _model(self, name: str) -> ModelFn | None:
         return self.models.get(name, self.default if not self.models or "*" in self.models else None)
 
+    # -- the wire ------------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """HTTP/1.1 with keep-alive: read a request, answer it in one write, repeat."""
+        self._writers.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = ([*lines[0].split(" "), "", ""])[:3]
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                raw = await reader.readexactly(int(headers.get("content-length") or 0))
+                reply = await self._respond(method, path, headers, raw)
+                if reply is None:  # "drop": close without a word
+                    break
+                status, body, extra = reply
+                head_out = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+                head_out += ["content-type: application/json", f"content-length: {len(body)}"]
+                head_out += [f"{k}: {v}" for k, v in extra.items()]
+                writer.write(("\r\n".join(head_out) + "\r\n\r\n").encode("latin-1") + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass  # the client closed the connection (or gave up waiting)
+        finally:
+            self._writers.discard(writer)
+            writer.close()
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-
-        # A client that gave up (timeout) closes its end while a slow answer is being written.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # One write per answer and no Nagle: split header/body writes meet delayed ACKs (~40 ms each).
-    disable_nagle_algorithm = True
-    wbufsize = 1 << 16
-    server_ref: LoopbackServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read stderr
-        pass
-
-    def _send(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _error(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
-        srv = self.server_ref
-        if srv.echo_auth:
-            message += f" (credentials received: {self._credentials()!r})"
+    def _error(
+        self, headers: Mapping[str, str], status: int, message: str, extra: Mapping[str, str] = {}
+    ) -> _Reply:
+        if self.echo_auth:
+            message += f" (credentials received: {_credentials(headers)!r})"
         body = json.dumps({"error": {"message": message, "type": "loopback"}}).encode()
-        self._send(status, body, headers)
+        return status, body, dict(extra)
 
-    def _credentials(self) -> str:
-        auth = self.headers.get("authorization") or ""
-        return auth[7:] if auth.lower().startswith("bearer ") else self.headers.get("x-api-key", "")
-
-    def do_POST(self) -> None:
-        srv = self.server_ref
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
+    async def _respond(
+        self, method: str, path: str, headers: Mapping[str, str], raw: bytes
+    ) -> _Reply | None:
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
-        with srv._lock:
-            srv.requests.append((self.path, body if isinstance(body, dict) else {}))
-        if srv.latency:
-            time.sleep(srv.latency)
-        fault = srv._next_fault()
-        with srv._lock:
-            srv.outcomes[fault] += 1
+        with self._lock:
+            self.requests.append((path, body if isinstance(body, dict) else {}))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        fault = self._next_fault()
+        with self._lock:
+            self.outcomes[fault] += 1
         if fault == "drop":
-            self.close_connection = True
-            return
+            return None
         if fault == "slow":
-            time.sleep(srv.faults.slow_seconds)
+            await asyncio.sleep(self.faults.slow_seconds)
         if fault == "429":
-            headers = {}
-            if srv.faults.retry_after is not None:
-                headers["retry-after"] = srv.faults.retry_after
-            if srv.faults.retry_after_ms is not None:
-                headers["retry-after-ms"] = srv.faults.retry_after_ms
-            return self._error(429, "rate limited, slow down", headers)
+            extra = {}
+            if self.faults.retry_after is not None:
+                extra["retry-after"] = self.faults.retry_after
+            if self.faults.retry_after_ms is not None:
+                extra["retry-after-ms"] = self.faults.retry_after_ms
+            return self._error(headers, 429, "rate limited, slow down", extra)
         if fault in ("500", "503"):
-            return self._error(int(fault), "internal error")
+            return self._error(headers, int(fault), "internal error")
         if fault == "malformed":
-            return self._send(200, b'{"choices": [ {"message": ')
+            return 200, b'{"choices": [ {"message": ', {}
         if fault == "echo":
-            return self._error(400, f"bad request from key {self._credentials()}")
-        if srv.api_key is not None and self._credentials() != srv.api_key:
-            return self._error(401, "invalid API key")
+            return self._error(headers, 400, f"bad request from key {_credentials(headers)}")
+        if self.api_key is not None and _credentials(headers) != self.api_key:
+            return self._error(headers, 401, "invalid API key")
+        if method != "POST":
+            return self._error(headers, 405, "POST only")
         if not isinstance(body, dict):
-            return self._error(400, "the body is not a JSON object")
-        if self.path.rstrip("/").endswith("/chat/completions"):
-            return self._chat(body)
-        if self.path.rstrip("/").endswith("/messages"):
-            return self._messages(body)
-        return self._error(404, f"no route {self.path}")
+            return self._error(headers, 400, "the body is not a JSON object")
+        if path.rstrip("/").endswith("/chat/completions"):
+            return self._chat(headers, body)
+        if path.rstrip("/").endswith("/messages"):
+            return self._messages(headers, body)
+        return self._error(headers, 404, f"no route {path}")
 
-    def _chat(self, body: dict[str, Any]) -> None:
-        srv = self.server_ref
+    def _chat(self, headers: Mapping[str, str], body: dict[str, Any]) -> _Reply:
+        srv = self
         name = str(body.get("model"))
         model = srv._model(name)
         if model is None:
-            return self._error(404, f"model {name!r} not found")
+            return self._error(headers, 404, f"model {name!r} not found")
         n = int(body.get("n") or 1)
         if n > 1 and srv.n_mode == "reject":
-            return self._error(400, "only n=1 is supported")
+            return self._error(headers, 400, "only n=1 is supported")
         if n > 1 and srv.n_mode == "ignore":
             n = 1
         seed = body.get("seed")
         if seed is not None and srv.seed_mode == "reject":
-            return self._error(400, "unrecognized request argument: seed")
+            return self._error(headers, 400, "unrecognized request argument: seed")
         if "temperature" in body and "top_p" in body and not srv.temperature_with_top_p:
-            return self._error(400, "temperature and top_p cannot both be specified")
+            return self._error(headers, 400, "temperature and top_p cannot both be specified")
         messages = messages_from_openai(body.get("messages") or [])
         tools = body.get("tools") or []
         step = sum(1 for m in messages if m.role != "system")
@@ -364,21 +385,23 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": choices,
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
-        self._send(200, json.dumps(answer).encode())
+        return 200, json.dumps(answer).encode(), {}
 
-    def _messages(self, body: dict[str, Any]) -> None:
-        srv = self.server_ref
+    def _messages(self, headers: Mapping[str, str], body: dict[str, Any]) -> _Reply:
+        srv = self
         name = str(body.get("model"))
         model = srv._model(name)
         if model is None:
-            return self._error(404, f"model {name!r} not found")
+            return self._error(headers, 404, f"model {name!r} not found")
         for extra in ("seed", "n"):
             if extra in body:
-                return self._error(400, f"{extra}: Extra inputs are not permitted")
+                return self._error(headers, 400, f"{extra}: Extra inputs are not permitted")
         if "max_tokens" not in body:
-            return self._error(400, "max_tokens: Field required")
+            return self._error(headers, 400, "max_tokens: Field required")
         if "temperature" in body and "top_p" in body and not srv.temperature_with_top_p:
-            return self._error(400, "temperature and top_p cannot both be specified for this model")
+            return self._error(
+                headers, 400, "temperature and top_p cannot both be specified for this model"
+            )
         messages = messages_from_anthropic(body.get("system"), body.get("messages") or [])
         step = sum(1 for m in messages if m.role != "system")
         action = model(messages, body.get("tools") or [], srv._u(None, 0, step))
@@ -398,4 +421,51 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_reason": "tool_use" if action.tool_calls else "end_turn",
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
-        self._send(200, json.dumps(answer).encode())
+        return 200, json.dumps(answer).encode(), {}
+
+
+def _credentials(headers: Mapping[str, str]) -> str:
+    auth = headers.get("authorization") or ""
+    return auth[7:] if auth.lower().startswith("bearer ") else headers.get("x-api-key", "")
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+}
+_REASONS |= {429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m car.testing`: serve scenarios until interrupted; prints the base URL.
+
+    Running the server in its own process matters for throughput measurements: in-process, the
+    server's threads and the client's event loop contend for one interpreter lock.
+    """
+    import argparse
+
+    from car.sim import SCENARIOS, scenario_for
+
+    ap = argparse.ArgumentParser(prog="python -m car.testing")
+    ap.add_argument("--scenario", action="append", default=[], choices=sorted(SCENARIOS))
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    ap.add_argument("--n", choices=["ok", "reject", "ignore"], default="ok")
+    ap.add_argument("--seed", choices=["honour", "ignore", "reject"], default="honour")
+    args = ap.parse_args(argv)
+    models: dict[str, ModelFn] = {name: ScenarioModel(scenario_for(name)) for name in args.scenario}
+    models["*"] = TextModel()
+    server = LoopbackServer(models, latency=args.latency, n=args.n, seed=args.seed).start()
+    print(server.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
