@@ -34,7 +34,9 @@ async def policy_calls(url: str, concurrency: int, calls: int) -> float:
     decision = Decision(
         step=0, actor=trace.actors[0], task=trace.task, history=(), sampling=None, actors=trace.actors
     )
-    await policy.act(decision, EventKey(0, 0, 0, "warm"))  # probe and connect outside the clock
+    # Probe and open the C connections outside the clock: the figure is steady-state throughput.
+    await policy.act(decision, EventKey(0, 0, 0, "warm"))
+    await asyncio.gather(*(policy.act(decision, EventKey(0, i, 0, "warm")) for i in range(concurrency)))
     queue = iter(range(calls))
 
     async def worker() -> None:
