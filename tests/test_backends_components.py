@@ -67,9 +67,7 @@ def _noisy_judge(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]
 def test_rubric_judge_finds_the_locus() -> None:
     with LoopbackServer({"judge": _rubric_judge}) as server, configure(base_url=server.url):
         report = car.blame(TRACE, scorer="llm-judge:openai:judge", seed=2, samples=16)
-        system = next(
-            b["messages"][0]["content"] for _, b in server.requests if len(b["messages"]) == 2
-        )
+        system = next(b["messages"][0]["content"] for _, b in server.requests if len(b["messages"]) == 2)
     assert report.locus == 1
     assert report.factual.estimate == 1.0 and not report.factual_exact
     assert "FAIL" in system
