@@ -69,4 +69,10 @@ def describe_plugins() -> str:
         width = max(len(r.name) for r in mine)
         for r in mine:
             lines.append(f"  {r.name:<{width}}  {r.summary}  [{r.origin}]")
+    importers = sorted(entry_points(group="car.importers"), key=lambda e: e.name)
+    if importers:
+        lines.append("importers:")
+        for ep in importers:
+            dist = ep.dist.name if ep.dist is not None else "unknown distribution"
+            lines.append(f"  {ep.name}  {ep.value}  [entry point car.importers in {dist}]")
     return "\n".join(lines) + "\n"

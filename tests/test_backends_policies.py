@@ -141,6 +141,8 @@ def test_probe_runs_once_for_concurrent_first_calls() -> None:
         asyncio.run(main())
         probes = [b for _, b in server.requests if "random word" in json.dumps(b)]
     assert len(probes) == 6  # base, n, seed, seed again, logprobs, top_p
+    # Reasoning models reject temperature and max_tokens: the base probe sends neither.
+    assert set(probes[0]) == {"model", "messages"}
 
 
 # -- requests ------------------------------------------------------------------------------------

@@ -98,18 +98,17 @@ def _first_text(data: Mapping[str, Any] | None) -> str | None:
 async def probe(http: HttpBackend, model: str) -> Capabilities:
     """Ask the server, with tiny requests, what it supports. Transient failures are retried by the
     HTTP layer; if they persist the probe fails (never concluding "unsupported" from an outage)."""
+    # No temperature or max_tokens in the base request: reasoning models reject both.
     base: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": "Reply with one random word."}],
-        "max_tokens": 8,
-        "temperature": 1.0,
     }
     await http.post_json("chat/completions", base)  # auth, model name, reachability: fail loudly
     results = await asyncio.gather(
         _accepts(http, {**base, "n": 2}),
         _accepts(http, {**base, "seed": 12345}),
         _accepts(http, {**base, "logprobs": True}),
-        _accepts(http, {**base, "top_p": 0.9}),
+        _accepts(http, {**base, "temperature": 1.0, "top_p": 0.9}),
         return_exceptions=True,  # let every probe finish before failing: no request left behind
     )
     for r in results:
