@@ -273,3 +273,21 @@ def test_debug_run_in_a_subprocess_prints_no_key(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert "too many rollouts errored" in proc.stderr
     _scan(proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize(
+    ("seed_mode", "n_mode", "how"),
+    [
+        ("reject", "ok", "merged into n-requests"),  # OpenAI-like without seed
+        ("reject", "reject", "independent"),  # neither seed nor n
+        ("ignore", "ignore", "seeded per sample"),  # Ollama-like: both accepted, neither works
+    ],
+)
+def test_locus_found_whatever_the_server_supports(seed_mode: str, n_mode: str, how: str) -> None:
+    with _server(seed=seed_mode, n=n_mode) as server, configure(base_url=server.url):
+        report = car.blame(TRACE, policy="openai:support-refund", seed=5)
+        sent_n = [b.get("n", 1) for _, b in server.requests if "random word" not in json.dumps(b)]
+    assert report.locus == 1
+    assert report.budget.errored == 0
+    assert any(how in n for n in report.notes)
+    assert (max(sent_n) > 1) == (how.startswith("merged"))

@@ -169,6 +169,7 @@ class OpenAIPolicy:
         self._seen_models: set[str] = set()
         self._used: dict[str, Capabilities] = {}
         self._pending: dict[str, list[tuple[int, asyncio.Future[Action]]]] = {}
+        self._flushing: set[asyncio.Task[None]] = set()
 
     async def act(self, decision: Decision, key: EventKey) -> Action:
         model = self.model or (decision.sampling.model if decision.sampling else None)
@@ -223,7 +224,9 @@ class OpenAIPolicy:
         group = self._pending.get(group_key)
         if group is None:
             group = self._pending[group_key] = []
-            asyncio.get_running_loop().create_task(self._flush(group_key, body, step))
+            task = asyncio.get_running_loop().create_task(self._flush(group_key, body, step))
+            self._flushing.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._flushing.discard)
         group.append((key.seed32(), fut))
         return await fut
 
