@@ -291,3 +291,17 @@ def test_locus_found_whatever_the_server_supports(seed_mode: str, n_mode: str, h
     assert report.budget.errored == 0
     assert any(how in n for n in report.notes)
     assert (max(sent_n) > 1) == (how.startswith("merged"))
+
+
+def test_multi_agent_trace_each_actor_sees_its_own_view() -> None:
+    # research-team: four actors; exact answer: locus 3 with shared credit at steps 1 and 3.
+    model = {"research-team": ScenarioModel(scenario_for("research-team"))}
+    with LoopbackServer(model) as server, configure(base_url=server.url):
+        report = car.blame("traces/research-team.json", policy="openai:research-team", seed=0)
+        bodies = [b for _, b in server.requests if "random word" not in json.dumps(b)]
+    assert report.locus == 3 and report.shared == [1, 3]
+    systems = {b["messages"][0]["content"] for b in bodies}
+    assert len(systems) == 4  # one system prompt per deciding actor
+    last = next(b for b in reversed(bodies) if "coordinate" in b["messages"][0]["content"])
+    named = [m["name"] for m in last["messages"] if m.get("name")]
+    assert {"searcher", "extractor", "verifier"} <= set(named)
