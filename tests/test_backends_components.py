@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import car
+from car.backends import http as http_backend
 from car.backends import openai as openai_backend
 from car.backends.judge import normalise_answer
 from car.backends.options import configure
@@ -24,7 +25,9 @@ TRACE = "traces/support-refund.json"
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
+    # Capabilities and limits are cached per base URL; ports get reused across tests.
     openai_backend._CAPS.clear()
+    http_backend._LIMITERS.clear()
 
 
 # -- llm-sim -----------------------------------------------------------------------------------------

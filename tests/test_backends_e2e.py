@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import car
+from car.backends import http as http_backend
 from car.backends import openai as openai_backend
 from car.backends.options import configure
 from car.cli import main
@@ -30,6 +31,10 @@ def _server(**kw: Any) -> LoopbackServer:
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAR_BACKOFF_BASE", "0.005")  # keeps fault tests quick; see config.py
+    # Capabilities and limits are cached per base URL for the process; a later test's server may
+    # get a port an earlier one used, with other switches.
+    openai_backend._CAPS.clear()
+    http_backend._LIMITERS.clear()
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

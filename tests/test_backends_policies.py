@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import car
+from car.backends import http as http_backend
 from car.backends import openai as openai_backend
 from car.backends.anthropic import AnthropicPolicy
 from car.backends.openai import OpenAIPolicy, capabilities
@@ -30,6 +31,7 @@ def _fresh_probe_cache() -> Iterator[None]:
     # Capabilities are cached per (server, model) for the process; every test gets new servers anyway,
     # but ports can be reused.
     openai_backend._CAPS.clear()
+    http_backend._LIMITERS.clear()
     yield
     openai_backend._CAPS.clear()
 

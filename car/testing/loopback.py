@@ -271,7 +271,10 @@ class LoopbackServer:
                         k, v = line.split(":", 1)
                         headers[k.strip().lower()] = v.strip()
                 raw = await reader.readexactly(int(headers.get("content-length") or 0))
-                reply = await self._respond(method, path, headers, raw)
+                try:
+                    reply = await self._respond(method, path, headers, raw)
+                except Exception as exc:  # a model function failed: say so, as a server would
+                    reply = self._error(headers, 500, f"model failed: {type(exc).__name__}: {exc}")
                 if reply is None:  # "drop": close without a word
                     break
                 status, body, extra = reply
