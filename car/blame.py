@@ -82,7 +82,13 @@ async def _gather_limited(
         on_done()
         return result
 
-    return list(await asyncio.gather(*(one(j) for j in jobs)))
+    # Let every job finish before failing: a job left running would outlive the components'
+    # `aclose()` and could open a connection nobody closes.
+    results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
 
 
 def _validate_options(
