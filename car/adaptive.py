@@ -251,88 +251,92 @@ async def blame_adaptive_async(
     rollouts (default: 32 per decision step); `target_width` stops once every still-open step's
     effect interval has at most this half-width.
     """
-    from car.blame import _gather_limited, _report, prepare
+    from car.blame import _gather_limited, _report, _settle, prepare
 
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
-    decisions = trace.decision_steps
-    budget = 32 * len(decisions) if budget is None else budget
-    _validate(confidence, budget, target_width)
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
-    run = await run_adaptive(
-        replay,
-        confidence=confidence,
-        min_effect=min_effect,
-        budget=budget,
-        target_width=target_width,
-        batch=concurrency,
-        progress=progress,
-    )
-    m = len(decisions)
-    match_jobs = [
-        partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
-    ]
     try:
-        actions = await _gather_limited(match_jobs, concurrency, lambda: None)
-    except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
-        actions = []
-        replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
-    matches = np.zeros((m, match_samples), dtype=bool)
-    for i, a in enumerate(actions):
-        k, j = divmod(i, match_samples)
-        matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
-    have = len(actions) == m * match_samples and match_samples > 0
-    report = _report(
-        trace,
-        path,
-        comps,
-        replay,
-        [],
-        run.factual,
-        run.arms,
-        matches if have else None,
-        samples=int((~np.isnan(run.arms)).sum(axis=1).min()) if run.arms.size else 0,
-        match_samples=match_samples,
-        seed=seed,
-        level=confidence,
-        min_effect=min_effect,
-        max_error_rate=max_error_rate,
-        precomputed=run.state.result,
-    )
-    open_steps = [decisions[k] for k in run.state.open]
-    certified = run.state.certified and report.locus == (
-        decisions[run.state.locus] if run.state.locus is not None else None
-    )
-    if certified and report.locus is not None:
-        statement = (
-            f"certified at {confidence:.0%}: step {report.locus} is the latest step whose effect "
-            f"exceeds {min_effect:.0%}, and every later step's effect is at most {min_effect:.0%}"
+        decisions = trace.decision_steps
+        budget = 32 * len(decisions) if budget is None else budget
+        _validate(confidence, budget, target_width)
+        if concurrency < 1:
+            raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+        run = await run_adaptive(
+            replay,
+            confidence=confidence,
+            min_effect=min_effect,
+            budget=budget,
+            target_width=target_width,
+            batch=concurrency,
+            progress=progress,
         )
-    elif certified:
-        statement = f"certified at {confidence:.0%}: no step's effect exceeds {min_effect:.0%}"
-    else:
-        why = {
-            "budget": f"the budget of {budget} rollouts ran out",
-            "target-width": f"every open step's interval half-width is at most {target_width}",
-            "certified": "",
-        }[run.stopped]
-        which = ", ".join(map(str, open_steps))
-        plural = "steps" if len(open_steps) > 1 else "step"
-        statement = (
-            f"best guess, not certified at {confidence:.0%}: {why}; {plural} {which} still undecided"
+        m = len(decisions)
+        match_jobs = [
+            partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
+        ]
+        try:
+            actions = await _gather_limited(match_jobs, concurrency, lambda: None)
+        except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
+            actions = []
+            replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
+        matches = np.zeros((m, match_samples), dtype=bool)
+        for i, a in enumerate(actions):
+            k, j = divmod(i, match_samples)
+            matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
+        have = len(actions) == m * match_samples and match_samples > 0
+        report = _report(
+            trace,
+            path,
+            comps,
+            replay,
+            [],
+            run.factual,
+            run.arms,
+            matches if have else None,
+            samples=int((~np.isnan(run.arms)).sum(axis=1).min()) if run.arms.size else 0,
+            match_samples=match_samples,
+            seed=seed,
+            level=confidence,
+            min_effect=min_effect,
+            max_error_rate=max_error_rate,
+            precomputed=run.state.result,
         )
-    report.adaptive = Adaptive(
-        certified=certified,
-        confidence=confidence,
-        target_width=target_width,
-        budget=budget,
-        rollouts=run.rollouts,
-        rows=run.rows,
-        stopped=run.stopped,
-        open_steps=open_steps,
-        statement=statement,
-    )
-    report.notes.append(statement)  # rendered with the other notes: no renderer change needed
-    prefix = "Certified" if certified else "Best guess"
-    report.headline = f"{prefix} ({confidence:.0%}): {report.headline}"
+        open_steps = [decisions[k] for k in run.state.open]
+        certified = run.state.certified and report.locus == (
+            decisions[run.state.locus] if run.state.locus is not None else None
+        )
+        if certified and report.locus is not None:
+            statement = (
+                f"certified at {confidence:.0%}: step {report.locus} is the latest step whose effect "
+                f"exceeds {min_effect:.0%}, and every later step's effect is at most {min_effect:.0%}"
+            )
+        elif certified:
+            statement = f"certified at {confidence:.0%}: no step's effect exceeds {min_effect:.0%}"
+        else:
+            why = {
+                "budget": f"the budget of {budget} rollouts ran out",
+                "target-width": f"every open step's interval half-width is at most {target_width}",
+                "certified": "",
+            }[run.stopped]
+            which = ", ".join(map(str, open_steps))
+            plural = "steps" if len(open_steps) > 1 else "step"
+            statement = (
+                f"best guess, not certified at {confidence:.0%}: {why}; {plural} {which} still undecided"
+            )
+        report.adaptive = Adaptive(
+            certified=certified,
+            confidence=confidence,
+            target_width=target_width,
+            budget=budget,
+            rollouts=run.rollouts,
+            rows=run.rows,
+            stopped=run.stopped,
+            open_steps=open_steps,
+            statement=statement,
+        )
+        report.notes.append(statement)  # rendered with the other notes: no renderer change needed
+        prefix = "Certified" if certified else "Best guess"
+        report.headline = f"{prefix} ({confidence:.0%}): {report.headline}"
+    finally:
+        notes = await _settle(comps)  # backends' own lines; close their connections
+    report.notes.extend(notes)
     return report

@@ -88,7 +88,13 @@ async def _gather_limited(
         on_done()
         return result
 
-    return list(await asyncio.gather(*(one(j) for j in jobs)))
+    # Let every job finish before failing: a job left running would outlive the components'
+    # `aclose()` and could open a connection nobody closes.
+    results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
 
 
 def _validate_options(
@@ -179,70 +185,76 @@ async def blame_async(
         step_cap=replay.step_cap,
     )
 
-    m = len(decisions)
-    factual_reps = 1 if comps.scorer.deterministic else samples
-    jobs: list[Callable[[], Awaitable[Rollout]]] = [
-        partial(replay.run, Plan.hold_all(trace), r) for r in range(factual_reps)
-    ]
-    for step in decisions:
-        plan = Plan.resample_from(trace, step)
-        jobs += [partial(replay.run, plan, r) for r in range(samples)]
-    total = len(jobs) + m * match_samples
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress("rollouts", done, total)
-
-    rollouts = await _gather_limited(jobs, concurrency, tick)
-    match_jobs: list[Callable[[], Awaitable[Action]]] = [
-        partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
-    ]
     try:
-        actions = await _gather_limited(match_jobs, concurrency, tick)
-    except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
-        actions = []
-        replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
+        m = len(decisions)
+        factual_reps = 1 if comps.scorer.deterministic else samples
+        jobs: list[Callable[[], Awaitable[Rollout]]] = [
+            partial(replay.run, Plan.hold_all(trace), r) for r in range(factual_reps)
+        ]
+        for step in decisions:
+            plan = Plan.resample_from(trace, step)
+            jobs += [partial(replay.run, plan, r) for r in range(samples)]
+        total = len(jobs) + m * match_samples
+        done = 0
 
-    factual = np.array([_value(r) for r in rollouts[:factual_reps]])
-    arms = np.array([_value(r) for r in rollouts[factual_reps:]]).reshape(m, samples)
-    matches = np.zeros((m, match_samples), dtype=bool)
-    for i, a in enumerate(actions):
-        k, j = divmod(i, match_samples)
-        matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
-    have_matches = len(actions) == m * match_samples and match_samples > 0
-    report = _report(
-        trace,
-        path,
-        comps,
-        replay,
-        rollouts,
-        factual,
-        arms,
-        matches if have_matches else None,
-        samples=samples,
-        match_samples=match_samples,
-        seed=seed,
-        level=level,
-        min_effect=min_effect,
-        max_error_rate=max_error_rate,
-    )
-    return await shapley_into_report(
-        report,
-        replay,
-        method=method,
-        players_kind=players_kind,
-        players=shapley_players,
-        shapley_method=shapley_method,
-        budget=budget,
-        budget_calls=budget_calls,
-        target_width=target_width,
-        level=level,
-        concurrency=concurrency,
-        progress=progress,
-    )
+        def tick() -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress("rollouts", done, total)
+
+        rollouts = await _gather_limited(jobs, concurrency, tick)
+        match_jobs: list[Callable[[], Awaitable[Action]]] = [
+            partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
+        ]
+        try:
+            actions = await _gather_limited(match_jobs, concurrency, tick)
+        except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
+            actions = []
+            replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
+
+        factual = np.array([_value(r) for r in rollouts[:factual_reps]])
+        arms = np.array([_value(r) for r in rollouts[factual_reps:]]).reshape(m, samples)
+        matches = np.zeros((m, match_samples), dtype=bool)
+        for i, a in enumerate(actions):
+            k, j = divmod(i, match_samples)
+            matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
+        have_matches = len(actions) == m * match_samples and match_samples > 0
+        report = _report(
+            trace,
+            path,
+            comps,
+            replay,
+            rollouts,
+            factual,
+            arms,
+            matches if have_matches else None,
+            samples=samples,
+            match_samples=match_samples,
+            seed=seed,
+            level=level,
+            min_effect=min_effect,
+            max_error_rate=max_error_rate,
+        )
+        report = await shapley_into_report(
+            report,
+            replay,
+            method=method,
+            players_kind=players_kind,
+            players=shapley_players,
+            shapley_method=shapley_method,
+            budget=budget,
+            budget_calls=budget_calls,
+            target_width=target_width,
+            level=level,
+            concurrency=concurrency,
+            progress=progress,
+        )
+    finally:
+        # Backends report retries and capabilities, and hold connections: settle them whatever happened.
+        component_notes = await _settle(comps)
+    report.notes.extend(component_notes)
+    return report
 
 
 def _validate_shapley_options(
@@ -258,6 +270,20 @@ def _validate_shapley_options(
         raise InputError(f"--budget-calls must be at least 1, got {budget_calls}")
     if width is not None and not 0 < width < 1:
         raise InputError(f"--target-width must be in (0, 1), got {width}")
+
+
+async def _settle(comps: _Components) -> list[str]:
+    """Collect the components' own report lines (`notes()`) and close them (`aclose()`), if they
+    have such methods: backends report retries, capabilities and judge noise, and hold connections."""
+    notes: list[str] = []
+    for comp in (comps.policy, comps.env, comps.scorer):
+        get_notes = getattr(comp, "notes", None)
+        if callable(get_notes):
+            notes.extend(str(n) for n in get_notes())
+        close = getattr(comp, "aclose", None)
+        if callable(close):
+            await close()
+    return notes
 
 
 def _value(r: Rollout) -> float:

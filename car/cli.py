@@ -89,6 +89,7 @@ def _root(
 
 @app.command()
 def blame(
+    ctx: typer.Context,
     traces: Annotated[
         list[Path],
         typer.Argument(help="Trace files, directories of traces, or globs.", show_default=False),
@@ -198,6 +199,19 @@ def blame(
         float,
         typer.Option(help="With --adaptive: interval level and certification level (1 - delta)."),
     ] = 0.95,
+    base_url: Annotated[
+        str | None, typer.Option(help="Model server URL (default: OPENAI_BASE_URL / vendor URL).")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the API key.")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="Send this temperature (default: the recorded one).")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option(help="Send this top_p (default: recorded).")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Send this max_tokens (default: recorded).")
+    ] = None,
 ) -> None:
     """Rank the steps of failed runs by how much re-deciding them avoids the failure.
 
@@ -205,6 +219,19 @@ def blame(
     """
     global _DEBUG
     _DEBUG = debug
+    from car.backends.options import configure
+    from car.config import BACKEND_KEYS, resolve
+
+    given = {
+        name
+        for name in ctx.params
+        if (src := ctx.get_parameter_source(name)) is not None and src.name != "DEFAULT"
+    }
+    o = resolve(ctx.params, given)
+    policy, env, scorer = o["policy"], o["env"], o["scorer"]
+    samples, match_samples, seed = o["samples"], o["match_samples"], o["seed"]
+    concurrency, level, min_effect = o["concurrency"], o["level"], o["min_effect"]
+    backend = {k: o.get(k) for k in BACKEND_KEYS}
     from car.batch import BatchOptions, parse_shard
     from car.ci import BlameRequest, parse_prices, parse_reports, run_blame
     from car.gates import Gates
@@ -252,9 +279,18 @@ def blame(
         executor=executor,
         address=address,
     )
-    code = run_blame(request)
+    with configure(**backend):
+        code = run_blame(request)
     if code:
         raise SystemExit(code)
+
+
+@app.command()
+def plugins() -> None:
+    """List the policies, environments and scorers available, and where each comes from."""
+    from car.plugins import describe_plugins
+
+    print(describe_plugins(), end="")
 
 
 @app.command()

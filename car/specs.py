@@ -4,6 +4,10 @@
     recorded              environment: recorded observations; scorer: the trace's own outcome
     tool-called:NAME      scorer: 1 if the run called tool NAME
     regex:PATTERN         scorer: 1 if the final answer matches PATTERN
+    openai:MODEL          policy: an OpenAI-compatible Chat Completions server (`car.backends`)
+    anthropic:MODEL       policy: the Anthropic Messages API
+    llm-sim:[B:]MODEL     environment: recorded observations, a model simulates unseen calls
+    llm-judge:[B:]MODEL   scorer: a model judges (rubric, or extract-then-compare)
     path/to/file.py@name  a Python object or factory in a file (runs that file's code)
     NAME[:ARG]            an installed plugin from the entry-point group car.policies,
                           car.environments or car.scorers (the factory is called with ARG and the trace)
@@ -42,9 +46,15 @@ _GROUPS: dict[str, str] = {
     "scorer": "car.scorers",
 }
 _BUILTIN: dict[str, tuple[str, ...]] = {
-    "policy": ("sim:",),
-    "env": ("recorded", "sim:"),
-    "scorer": ("recorded", "sim:", "tool-called:", "regex:"),
+    "policy": ("sim:", "openai:", "anthropic:"),
+    "env": ("recorded", "sim:", "llm-sim:"),
+    "scorer": ("recorded", "sim:", "tool-called:", "regex:", "llm-judge:"),
+}
+# Schemes served by `car.backends` (imported only when one of them is used).
+_BACKEND_SCHEMES: dict[str, tuple[str, ...]] = {
+    "policy": ("openai", "anthropic"),
+    "env": ("llm-sim",),
+    "scorer": ("llm-judge",),
 }
 _WORD = {"policy": "policy", "env": "environment", "scorer": "scorer"}
 
@@ -176,6 +186,10 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
         return sim.make(kind, arg, trace, spec)
     if kind == "env" and spec == "recorded":
         return b.RecordedEnvironment(trace)
+    if scheme in _BACKEND_SCHEMES[kind]:
+        from car.backends.registry import make_backend
+
+        return make_backend(kind, scheme, arg, trace, spec)
     if kind == "scorer":
         if spec == "recorded":
             return b.RecordedScorer(trace)

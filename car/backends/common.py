@@ -1,0 +1,70 @@
+"""What the OpenAI and Anthropic policies share: key lookup, model resolution, sampling parameters."""
+
+from __future__ import annotations
+
+import os
+
+from car.backends.http import notice
+from car.backends.options import BackendOptions
+from car.errors import InputError
+from car.trace import Sampling, Trace
+
+__all__ = ["api_key", "recorded_models", "resolve_model", "sampling_params"]
+
+
+def api_key(
+    opts: BackendOptions, default_var: str, *, base_url: str, vendor_url: str, vendor: str
+) -> str | None:
+    """The key from the environment (never from a flag or a file), or None for keyless local servers."""
+    var = opts.api_key_env or default_var
+    key = os.environ.get(var, "").strip()
+    if key:
+        return key
+    if opts.api_key_env:
+        raise InputError(f"--api-key-env {var}: that environment variable is not set or empty")
+    if base_url.rstrip("/") == vendor_url.rstrip("/"):
+        raise InputError(
+            f"{vendor} needs an API key: set {default_var} in the environment "
+            "(or name another variable with --api-key-env)"
+        )
+    return None
+
+
+def recorded_models(trace: Trace | None) -> set[str]:
+    if trace is None:
+        return set()
+    return {s.sampling.model for s in trace.steps if s.sampling is not None and s.sampling.model}
+
+
+def resolve_model(kind: str, model: str | None, trace: Trace | None) -> str | None:
+    """The model to ask for: the spec's, else the recorded one. Warns when they differ."""
+    recorded = recorded_models(trace)
+    if model:
+        other = sorted(recorded - {model})
+        if other:
+            notice(
+                f"{kind}: replaying with model {model!r} but the trace recorded "
+                f"{', '.join(map(repr, other))}: the match rate will tell how faithful that is"
+            )
+        return model
+    if len(recorded) > 1:
+        notice(f"{kind}: the trace recorded several models; each step uses its own")
+    if not recorded:
+        raise InputError(
+            f"policy '{kind}:': the trace records no model ($.steps[].sampling.model); "
+            f"name one: --policy {kind}:MODEL"
+        )
+    return None  # per step, from the record
+
+
+def sampling_params(opts: BackendOptions, sampling: Sampling | None) -> dict[str, float | int]:
+    """The parameters to send: the recorded ones, overridden by what the user set explicitly."""
+    rec = sampling or Sampling()
+    out: dict[str, float | int] = {}
+    for name in ("temperature", "top_p", "max_tokens"):
+        value = getattr(opts, name)
+        if value is None:
+            value = getattr(rec, name)
+        if value is not None:
+            out[name] = value
+    return out

@@ -1,0 +1,354 @@
+"""The HTTP layer every model backend shares: retries, an adaptive concurrency limit, secret hygiene.
+
+- `post_json` retries 408, 409, 429, 5xx, connection errors, timeouts and unparseable bodies with
+  exponential backoff and full jitter, honouring `retry-after-ms` and `Retry-After` (seconds or an
+  HTTP date), bounded by `max_attempts` and a cap per wait. Any other status fails at once.
+- `AdaptiveLimiter` is one limit per backend (base URL), shared by every rollout, judge and simulated
+  environment that talks to that server: it halves on a 429 (once per congestion episode) and grows by
+  one slot per `limit` successes, up to `max_concurrency`.
+- Keys travel only in request headers. Every message that leaves this module goes through `redact`,
+  and exceptions are re-raised `from None`, so neither the key nor httpx's own exception text can
+  carry it into output, logs, reports or `--debug` tracebacks.
+
+Errors: `BackendError` (exit 3) when a call finally fails; `HTTPStatusFailure`, its subclass, when the
+server answered with a non-retryable status (capability probes read its `status`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import importlib.util
+import json
+import random
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from car.errors import BackendError
+
+if importlib.util.find_spec("sniffio") is None:
+    # httpcore retries `import sniffio` on every request when it is missing; each failed import
+    # searches sys.path (a fifth of the client's CPU at 32 requests in flight). A None entry makes
+    # that import fail at once, which is what httpcore expects.
+    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
+
+__all__ = [
+    "AdaptiveLimiter",
+    "HTTPStatusFailure",
+    "HttpBackend",
+    "Stats",
+    "backoff_delay",
+    "limiter_for",
+    "notice",
+    "redact",
+    "retry_after_seconds",
+]
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+_PER_SHARD = 8  # requests in flight per httpx client
+MAX_WAIT = 60.0  # the longest single wait between attempts, whatever the server asks
+
+
+class HTTPStatusFailure(BackendError):
+    """The server answered with a status that retrying cannot fix (400, 401, 404, ...)."""
+
+    def __init__(self, message: str, status: int, body: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+_NOTICED: set[str] = set()
+
+
+def notice(message: str) -> None:
+    """Say something once per process on stderr (stdout carries only the report)."""
+    if message not in _NOTICED:
+        _NOTICED.add(message)
+        print(f"car: {message}", file=sys.stderr)
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every secret replaced by `***` (secrets shorter than 4 characters are ignored)."""
+    for s in secrets:
+        if len(s) >= 4:
+            text = text.replace(s, "***")
+    return text
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """How long the server asked us to wait: `retry-after-ms`, else `Retry-After` (seconds or date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if ra is None:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def backoff_delay(
+    attempt: int, retry_after: float | None, rng: random.Random, *, base: float = 0.5
+) -> float:
+    """The wait before attempt `attempt + 1`: the server's request if any, else full-jitter backoff."""
+    if retry_after is not None:
+        # A little jitter on top, so rollouts told the same instant do not return in lockstep.
+        return min(MAX_WAIT, retry_after) + rng.uniform(0, min(1.0, base))
+    return rng.uniform(0, min(MAX_WAIT, base * 2**attempt))
+
+
+class AdaptiveLimiter:
+    """A concurrency limit that adapts: halve on rate limiting, grow by one per `limit` successes."""
+
+    def __init__(self, maximum: int, *, initial: int | None = None, minimum: int = 1) -> None:
+        self.maximum = max(1, maximum)
+        self.minimum = max(1, min(minimum, self.maximum))
+        self.limit = float(min(self.maximum, initial if initial is not None else self.maximum))
+        self.in_flight = 0
+        self.epoch = 0  # bumped on every cut: a 429 from before the last cut does not cut again
+        self.cuts = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> int:
+        while self.in_flight >= int(self.limit):
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut in self._waiters:
+                    self._waiters.remove(fut)
+                self._wake()
+                raise
+        self.in_flight += 1
+        return self.epoch
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        free = int(self.limit) - self.in_flight
+        while free > 0 and self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                free -= 1
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[int]:
+        epoch = await self.acquire()
+        try:
+            yield epoch
+        finally:
+            self.release()
+
+    def rate_limited(self, epoch: int) -> None:
+        """A request that started in `epoch` was told to slow down."""
+        if epoch == self.epoch:
+            self.limit = max(float(self.minimum), self.limit / 2)
+            self.epoch += 1
+            self.cuts += 1
+
+    def succeeded(self) -> None:
+        if self.limit < self.maximum:
+            self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            self._wake()
+
+
+_LIMITERS: dict[str, AdaptiveLimiter] = {}
+
+
+def limiter_for(base_url: str, maximum: int) -> AdaptiveLimiter:
+    """The one limiter of the server at `base_url` (created on first use)."""
+    key = base_url.rstrip("/")
+    lim = _LIMITERS.get(key)
+    if lim is None or lim.maximum != maximum:
+        lim = _LIMITERS[key] = AdaptiveLimiter(maximum)
+    return lim
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    failures: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    def note(self, reason: str) -> None:
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+
+class HttpBackend:
+    """JSON over HTTP POST to one server, with retries, the shared limiter and redacted errors."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        secrets: tuple[str, ...] = (),
+        timeout: float = 120.0,
+        max_attempts: int = 6,
+        max_concurrency: int = 32,
+        backoff_base: float = 0.5,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self._headers = dict(headers)
+        self._secrets = tuple(s for s in secrets if s)
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_base = backoff_base
+        self.limiter = limiter_for(self.base_url, max_concurrency)
+        self.stats = Stats()
+        self._transport = transport
+        self._clients: list[httpx.AsyncClient] = []
+        self._turn = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed_in: asyncio.AbstractEventLoop | None = None
+        self._rng = random.Random()  # jitter only: it never touches results
+
+    def __repr__(self) -> str:  # never show headers
+        return f"HttpBackend({self.name!r}, {self.base_url!r})"
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def _get_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._closed_in is loop:
+            # Closed by its owner in this loop: a straggling task must not open a new connection
+            # that nobody would close.
+            raise BackendError(f"{self.name}: the backend was closed")
+        if not self._clients or self._loop is not loop:
+            # Clients belong to one event loop (`car.blame` runs one loop per call). Several small
+            # pools instead of one large one: a single httpx pool serialises under many concurrent
+            # requests (bench/throughput.py measured 168 against 455 calls/s at 32 in flight).
+            shards = max(1, -(-self.limiter.maximum // _PER_SHARD))
+            per = -(-(self.limiter.maximum + 8) // shards)
+            self._clients = [
+                httpx.AsyncClient(
+                    timeout=self.timeout,
+                    headers=self._headers,
+                    transport=self._transport,
+                    limits=httpx.Limits(max_connections=per, max_keepalive_connections=per),
+                    # Plain-HTTP servers (local vLLM, llama.cpp, Ollama) need no CA bundle.
+                    verify=self.base_url.startswith("https://"),
+                )
+                for _ in range(shards)
+            ]
+            self._loop = loop
+        self._turn = (self._turn + 1) % len(self._clients)
+        return self._clients[self._turn]
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._closed_in = loop
+        clients, self._clients = self._clients, []
+        if self._loop is loop:
+            for client in clients:
+                await client.aclose()
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST `body` to `path`; the parsed JSON object, or `BackendError` once retries run out."""
+        url = f"{self.base_url}/{path.lstrip('/')}"
+        payload = json.dumps(body).encode()
+        headers = {"content-type": "application/json"}
+        last = "no attempt made"
+        for attempt in range(self.max_attempts):
+            retry_after: float | None = None
+            async with self.limiter.slot() as epoch:
+                self.stats.requests += 1
+                try:
+                    resp = await self._get_client().post(url, content=payload, headers=headers)
+                    text = resp.text
+                except httpx.TimeoutException as exc:
+                    last = f"timed out after {self.timeout:g}s ({type(exc).__name__})"
+                    self.stats.note("timeout")
+                except httpx.TransportError as exc:
+                    last = f"connection failed ({type(exc).__name__}: {exc})"
+                    self.stats.note("connection")
+                else:
+                    status = resp.status_code
+                    if 200 <= status < 300:
+                        try:
+                            data = json.loads(text)
+                        except ValueError:
+                            last = f"HTTP {status} with a body that is not JSON: {text[:80]!r}"
+                            self.stats.note("malformed")
+                        else:
+                            if isinstance(data, dict):
+                                self.limiter.succeeded()
+                                return data
+                            last = f"HTTP {status} with JSON that is not an object: {text[:80]!r}"
+                            self.stats.note("malformed")
+                    elif status in RETRY_STATUSES or status >= 500:
+                        retry_after = retry_after_seconds(resp.headers)
+                        last = f"HTTP {status}: {_error_text(text)}"
+                        self.stats.note(str(status))
+                        if status == 429:
+                            self.stats.rate_limited += 1
+                            self.limiter.rate_limited(epoch)
+                    else:
+                        self.stats.failures += 1
+                        message = self._redact(f"{self.name}: {url}: HTTP {status}: {_error_text(text)}")
+                        raise HTTPStatusFailure(message, status, self._redact(text)) from None
+            if attempt + 1 < self.max_attempts:
+                self.stats.retries += 1
+                await asyncio.sleep(
+                    backoff_delay(attempt, retry_after, self._rng, base=self.backoff_base)
+                )
+        self.stats.failures += 1
+        raise BackendError(
+            self._redact(f"{self.name}: {url}: gave up after {self.max_attempts} attempts; last: {last}")
+        ) from None
+
+    def summary(self) -> str | None:
+        """One line for the report when anything went wrong on the wire, else None."""
+        s = self.stats
+        if not s.retries and not s.failures:
+            return None
+        reasons = ", ".join(f"{k} x{v}" for k, v in sorted(s.by_reason.items()))
+        return (
+            f"{self.name} at {self._redact(self.base_url)}: {s.requests} requests, {s.retries} retried"
+            + (f" ({reasons})" if reasons else "")
+            + f", {s.failures} failed; concurrency limit cut {self.limiter.cuts} times,"
+            f" now {int(self.limiter.limit)}"
+        )
+
+
+def _error_text(body: str) -> str:
+    """The server's own error message if it sent one, else the start of the body, on one line."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return " ".join(err["message"].split())[:300]
+        if isinstance(err, str):
+            return " ".join(err.split())[:300]
+    return " ".join(body.split())[:200] or "(empty body)"

@@ -1,0 +1,127 @@
+"""`llm-sim:[openai:|anthropic:]MODEL`: the recorded environment, with a model for calls it never saw.
+
+A call identical to a recorded one (tool name plus canonical arguments) gets the recorded observation,
+exactly like `recorded`. A call the record does not contain is answered by the model, prompted with the
+tool's schema, the recorded outputs of that tool (and a few of others) and the task: a grounded guess,
+never a live side effect. Turn order follows the record; the episode ends where the record ends.
+The number of simulated observations is reported, so a blame run that leaned on them says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from car.backends.complete import Completer, parse_backend_model
+from car.backends.options import BackendOptions, current
+from car.backends.wire import tool_schema
+from car.protocols import EnvStep, Turn
+from car.rng import EventKey
+from car.trace import Action, Observation, ToolCall, Trace
+
+__all__ = ["LLMSimEnvironment"]
+
+_SYSTEM = (
+    "You simulate one tool of a software environment for a replayed agent run. Reply with the tool's "
+    "output only, in exactly the format of the recorded outputs shown; no commentary, no code fences. "
+    "Stay consistent with the recorded facts."
+)
+_SHOW = 8  # recorded outputs of the same tool shown to the model
+_CONTEXT = 3  # recorded outputs of other tools shown for context
+_CLIP = 1500
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _CLIP else text[:_CLIP] + " …"
+
+
+class LLMSimEnvironment:
+    """Recorded observations for seen calls; model-simulated ones for unseen calls."""
+
+    def __init__(
+        self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
+    ) -> None:
+        self.spec = spec or f"llm-sim:{arg}"
+        kind, model = parse_backend_model(self.spec, arg)
+        self.trace = trace
+        self.complete = Completer(kind, model, options or current(), name=self.spec)
+        self.simulated = 0
+        self._served: dict[str, list[Observation]] = {}
+        self._examples: dict[str, list[tuple[ToolCall, Observation]]] = {}
+        for step in trace.steps:
+            by_id = {o.call_id: o for o in step.observations}
+            for call in step.action.tool_calls:
+                obs = by_id.get(call.id)
+                if obs is not None:
+                    self._served.setdefault(call.signature(), []).append(obs)
+                    self._examples.setdefault(call.name, []).append((call, obs))
+        self._schemas = {tool_schema(t).name: tool_schema(t) for a in trace.actors for t in a.tools}
+
+    async def restore(self, history: Sequence[Turn]) -> Counter[str]:
+        return Counter(c.signature() for t in history for c in t.action.tool_calls)
+
+    async def step(
+        self, state: Counter[str], index: int, actor: str, action: Action, key: EventKey
+    ) -> EnvStep:
+        new = Counter(state)
+        observations = []
+        for j, call in enumerate(action.tool_calls):
+            sig = call.signature()
+            recorded = self._served.get(sig)
+            if recorded:
+                obs = recorded[min(new[sig], len(recorded) - 1)]
+                observations.append(
+                    Observation(call_id=call.id, content=obs.content, is_error=obs.is_error)
+                )
+            else:
+                text = await self.complete(_SYSTEM, self._prompt(call), key.at(kind=f"env-sim{j}"))
+                self.simulated += 1
+                observations.append(Observation(call_id=call.id, content=text.strip()))
+            new[sig] += 1
+        steps = self.trace.steps
+        nxt = steps[index + 1].actor if index + 1 < len(steps) else None
+        return EnvStep(tuple(observations), new, nxt)
+
+    def _prompt(self, call: ToolCall) -> str:
+        schema = self._schemas.get(call.name)
+        parts = [f"Task of the run: {_clip(_task(self.trace.task))}"]
+        if schema is not None:
+            parts.append(
+                f"Tool `{schema.name}`: {schema.description or '(no description)'}\n"
+                f"Parameters (JSON schema): {json.dumps(schema.parameters, ensure_ascii=False)}"
+            )
+        same = self._examples.get(call.name, [])[:_SHOW]
+        if same:
+            parts.append(
+                "Recorded calls of this tool and their outputs:\n"
+                + "\n".join(f"{c.signature()} -> {_clip(o.content)}" for c, o in same)
+            )
+        others = [e for n, ex in self._examples.items() if n != call.name for e in ex][:_CONTEXT]
+        if others:
+            parts.append(
+                "Other recorded tool outputs (context):\n"
+                + "\n".join(f"{c.signature()} -> {_clip(o.content)}" for c, o in others)
+            )
+        parts.append(f"Now simulate this call:\n{call.signature()}\nOutput:")
+        return "\n\n".join(parts)
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.simulated:
+            out.append(
+                f"{self.spec}: {self.simulated} tool observations were simulated by the model "
+                "(calls the record never saw)"
+            )
+        summary = self.complete.http.summary()
+        if summary:
+            out.append(summary)
+        return out
+
+    async def aclose(self) -> None:
+        await self.complete.aclose()
+
+
+def _task(task: str | dict[str, Any]) -> str:
+    return task if isinstance(task, str) else json.dumps(task, ensure_ascii=False)

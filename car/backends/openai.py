@@ -1,0 +1,285 @@
+"""`openai:MODEL`: a policy over an OpenAI-compatible Chat Completions server.
+
+One backend serves OpenAI, vLLM, llama.cpp's server, Ollama's `/v1` and a LiteLLM proxy. Each decision
+becomes one request: the actor's messages (recorded ones when still valid, else rebuilt from the
+history), its tools, and only the sampling parameters the trace recorded or the user set.
+
+Capabilities are probed once per server and model (`probe`) and cached for the process: whether `n > 1`
+returns n choices, whether `seed` is accepted and repeatable, whether logprobs come back, and whether
+temperature and top_p may be sent together. How the k samples of a step are drawn follows from them:
+
+- seed accepted: one request per sample, seeded from the sample's event key (`EventKey.seed32`), so a
+  seeded server (vLLM, llama.cpp, Ollama) reproduces every draw and arms that share a replicate share
+  its noise. A deterministic server would otherwise return k copies of one answer.
+- no seed but `n`: concurrent samples of one identical request are merged into one request with `n`
+  (they are exchangeable draws, and the prompt is processed once).
+- neither: independent requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from car.backends.common import api_key, recorded_models, resolve_model, sampling_params
+from car.backends.http import HttpBackend, HTTPStatusFailure, notice
+from car.backends.options import BackendOptions, current
+from car.backends.wire import action_from_openai, openai_messages, openai_tools
+from car.errors import BackendError
+from car.protocols import Decision
+from car.rng import EventKey
+from car.trace import Action, Trace, canonical_json
+
+__all__ = ["OPENAI_URL", "Capabilities", "OpenAIPolicy", "openai_backend", "probe"]
+
+OPENAI_URL = "https://api.openai.com/v1"
+MAX_N = 16  # largest n merged into one request
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one server does with one model, as probed."""
+
+    n: bool  # n > 1 returns n choices
+    seed: bool  # `seed` is accepted
+    seed_repeatable: bool  # the same seed gave the same answer twice
+    logprobs: bool
+    temperature_with_top_p: bool
+
+    def describe(self) -> str:
+        yes = [k for k, v in vars(self).items() if v]
+        no = [k for k, v in vars(self).items() if not v]
+        return f"supports {', '.join(yes) or 'nothing optional'}" + (
+            f"; not {', '.join(no)}" if no else ""
+        )
+
+
+def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend:
+    base = opts.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+    key = api_key(opts, "OPENAI_API_KEY", base_url=base, vendor_url=OPENAI_URL, vendor="OpenAI")
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return HttpBackend(
+        name,
+        base,
+        headers,
+        secrets=(key,) if key else (),
+        timeout=opts.timeout,
+        max_attempts=opts.max_attempts,
+        max_concurrency=opts.max_concurrency,
+        backoff_base=opts.backoff_base,
+    )
+
+
+_REJECTED = frozenset({400, 422})  # "I do not take that parameter"; 401/404/... are real failures
+
+
+async def _accepts(http: HttpBackend, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    try:
+        return await http.post_json("chat/completions", body)
+    except HTTPStatusFailure as exc:
+        if exc.status in _REJECTED:
+            return None
+        raise
+
+
+def _first_text(data: Mapping[str, Any] | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        msg = data["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return canonical_json([msg.get("content"), msg.get("tool_calls")])
+
+
+async def probe(http: HttpBackend, model: str) -> Capabilities:
+    """Ask the server, with tiny requests, what it supports. Transient failures are retried by the
+    HTTP layer; if they persist the probe fails (never concluding "unsupported" from an outage)."""
+    # No temperature or max_tokens in the base request: reasoning models reject both.
+    base: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Reply with one random word."}],
+    }
+    await http.post_json("chat/completions", base)  # auth, model name, reachability: fail loudly
+    results = await asyncio.gather(
+        _accepts(http, {**base, "n": 2}),
+        _accepts(http, {**base, "seed": 12345}),
+        _accepts(http, {**base, "logprobs": True}),
+        _accepts(http, {**base, "temperature": 1.0, "top_p": 0.9}),
+        return_exceptions=True,  # let every probe finish before failing: no request left behind
+    )
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    n_resp, seed_a, logp, both = (r if isinstance(r, dict) else None for r in results)
+    n_ok = n_resp is not None and len(n_resp.get("choices") or ()) == 2
+    seed_ok = seed_a is not None
+    repeatable = False
+    if seed_ok:
+        seed_b = await _accepts(http, {**base, "seed": 12345})
+        repeatable = seed_b is not None and _first_text(seed_a) == _first_text(seed_b)
+    logprobs_ok = False
+    if logp is not None:
+        choices = logp.get("choices") or [{}]
+        logprobs_ok = isinstance(choices[0], dict) and choices[0].get("logprobs") is not None
+    return Capabilities(n_ok, seed_ok, repeatable, logprobs_ok, both is not None)
+
+
+_CAPS: dict[tuple[str, str], Capabilities] = {}
+_PROBES: dict[tuple[str, str], asyncio.Task[Capabilities]] = {}
+
+
+async def capabilities(http: HttpBackend, model: str) -> Capabilities:
+    """The cached capabilities of (server, model), probing once; concurrent callers share the probe."""
+    key = (http.base_url, model)
+    if key in _CAPS:
+        return _CAPS[key]
+    task = _PROBES.get(key)
+    if task is None or task.get_loop() is not asyncio.get_running_loop():
+        task = _PROBES[key] = asyncio.ensure_future(probe(http, model))
+    try:
+        caps = await asyncio.shield(task)
+    finally:
+        if task.done():
+            _PROBES.pop(key, None)
+    _CAPS[key] = caps
+    return caps
+
+
+class OpenAIPolicy:
+    """Draws actions from a Chat Completions server. See the module docstring."""
+
+    def __init__(
+        self,
+        model: str | None,
+        trace: Trace | None = None,
+        *,
+        spec: str | None = None,
+        options: BackendOptions | None = None,
+        http: HttpBackend | None = None,
+    ) -> None:
+        self.options = options or current()
+        self.model = resolve_model("openai", model, trace)
+        self.spec = spec or f"openai:{model or ''}"
+        self.http = http or openai_backend(self.options)
+        self._recorded = recorded_models(trace)
+        self._seen_models: set[str] = set()
+        self._used: dict[str, Capabilities] = {}
+        self._pending: dict[str, list[tuple[int, asyncio.Future[Action]]]] = {}
+        self._flushing: set[asyncio.Task[None]] = set()
+
+    @property
+    def cache_config(self) -> dict[str, object]:
+        """What decides this policy's draws beyond its spec: stored rollouts are keyed by it."""
+        o = self.options
+        return {
+            "model": self.model,
+            "base_url": self.http.base_url,
+            "temperature": o.temperature,
+            "top_p": o.top_p,
+            "max_tokens": o.max_tokens,
+        }
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        model = self.model or (decision.sampling.model if decision.sampling else None)
+        if not model:
+            raise BackendError(f"{self.spec}: step {decision.step} records no model; name one")
+        caps = await capabilities(self.http, model)
+        self._used[model] = caps
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": openai_messages(decision.messages()),
+            **sampling_params(self.options, decision.sampling),
+        }
+        if decision.actor.tools:
+            body["tools"] = openai_tools(decision.actor.tools)
+        if "temperature" in body and "top_p" in body and not caps.temperature_with_top_p:
+            body.pop("top_p")
+            notice(f"{self.spec}: the server rejects temperature with top_p; sending temperature only")
+        if caps.seed:
+            body["seed"] = key.seed32()
+            return await self._one(body, decision.step)
+        if caps.n:
+            return await self._merged(body, key, decision.step)
+        return await self._one(body, decision.step)
+
+    async def _one(self, body: dict[str, Any], step: int) -> Action:
+        data = await self.http.post_json("chat/completions", body)
+        return self._actions(data, 1, step)[0]
+
+    def _actions(self, data: Mapping[str, Any], want: int, step: int) -> list[Action]:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise BackendError(f"{self.spec}: the server answered without choices")
+        got = data.get("model")
+        if isinstance(got, str) and got not in self._seen_models:
+            self._seen_models.add(got)
+            asked = str(self.model or "")
+            known = self._recorded | {asked}
+            if not any(got == m or got.startswith(m) for m in known if m):
+                notice(f"{self.spec}: the server answered with model {got!r}")
+        out = []
+        for i, choice in enumerate(choices[:want]):
+            msg = choice.get("message") if isinstance(choice, dict) else None
+            if not isinstance(msg, dict):
+                raise BackendError(f"{self.spec}: choice {i} has no message")
+            out.append(action_from_openai(msg, fallback_id=f"call_{step}_{i}"))
+        return out
+
+    async def _merged(self, body: dict[str, Any], key: EventKey, step: int) -> Action:
+        """Join concurrent draws of the identical request into one request with `n`."""
+        group_key = canonical_json(body)
+        fut: asyncio.Future[Action] = asyncio.get_running_loop().create_future()
+        group = self._pending.get(group_key)
+        if group is None:
+            group = self._pending[group_key] = []
+            task = asyncio.get_running_loop().create_task(self._flush(group_key, body, step))
+            self._flushing.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._flushing.discard)
+        group.append((key.seed32(), fut))
+        return await fut
+
+    async def _flush(self, group_key: str, body: dict[str, Any], step: int) -> None:
+        await asyncio.sleep(0.002)  # let the other samples of this step join
+        group = sorted(self._pending.pop(group_key), key=lambda sf: sf[0])
+        for start in range(0, len(group), MAX_N):
+            chunk = group[start : start + MAX_N]
+            try:
+                if len(chunk) == 1:
+                    actions = [await self._one(body, step)]
+                else:
+                    data = await self.http.post_json("chat/completions", {**body, "n": len(chunk)})
+                    actions = self._actions(data, len(chunk), step)
+                    while len(actions) < len(chunk):  # the server returned fewer choices
+                        actions.append(await self._one(body, step))
+            except BaseException as exc:
+                for _, f in chunk:
+                    if not f.done():
+                        f.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, f), action in zip(chunk, actions, strict=True):
+                if not f.done():
+                    f.set_result(action)
+
+    def notes(self) -> list[str]:
+        """Lines for the report: what the server supports and anything that went wrong on the wire."""
+        out = []
+        for model, caps in sorted(self._used.items()):
+            how = (
+                "seeded per sample (common random numbers)"
+                if caps.seed
+                else ("merged into n-requests, uncoupled" if caps.n else "independent, uncoupled")
+            )
+            out.append(f"{self.spec}: {model} {caps.describe()}; samples {how}")
+        summary = self.http.summary()
+        if summary:
+            out.append(summary)
+        return out
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

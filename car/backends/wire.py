@@ -1,0 +1,252 @@
+"""car's messages and tool schemas to and from the two wire formats: OpenAI Chat and Anthropic Messages.
+
+Tool schemas in traces come in several shapes; `tool_schema` reads them all into (name, description,
+JSON-schema parameters):
+
+    {"type": "function", "function": {"name", "description", "parameters"}}   OpenAI
+    {"name", "description", "input_schema"}                                   Anthropic
+    {"name", "description", "parameters": <JSON schema>}                      generic
+    {"name", "parameters": {"order_id": "string"}}                            shorthand: field -> type
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from car.trace import Action, Message, ToolCall
+
+__all__ = [
+    "ToolSchema",
+    "action_from_anthropic",
+    "action_from_openai",
+    "anthropic_messages",
+    "anthropic_tools",
+    "messages_from_anthropic",
+    "messages_from_openai",
+    "openai_messages",
+    "openai_tools",
+    "tool_schema",
+]
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def tool_schema(tool: Mapping[str, Any]) -> ToolSchema:
+    fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    assert isinstance(fn, Mapping)
+    name = str(fn.get("name", ""))
+    desc = str(fn.get("description") or "")
+    params = fn.get("parameters", fn.get("input_schema"))
+    if not isinstance(params, dict):
+        params = {}
+    if params.get("type") != "object" and "properties" not in params:
+        # Shorthand {"field": "type"}: expand into an object schema.
+        params = {
+            "type": "object",
+            "properties": {
+                k: {"type": v if isinstance(v, str) else "string"} for k, v in params.items()
+            },
+        }
+    return ToolSchema(name, desc, dict(params))
+
+
+def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        s = tool_schema(t)
+        fn: dict[str, Any] = {"name": s.name, "parameters": s.parameters}
+        if s.description:
+            fn["description"] = s.description
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def anthropic_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        s = tool_schema(t)
+        entry: dict[str, Any] = {"name": s.name, "input_schema": s.parameters}
+        if s.description:
+            entry["description"] = s.description
+        out.append(entry)
+    return out
+
+
+def _raw(call: ToolCall) -> str:
+    return call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
+
+
+def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        msg: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.name and m.role == "user":
+            msg["name"] = _safe_name(m.name)
+        if m.role == "assistant" and m.tool_calls:
+            msg["content"] = m.content or None
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _raw(c)}}
+                for c in m.tool_calls
+            ]
+        if m.role == "tool":
+            msg["tool_call_id"] = m.tool_call_id or ""
+        out.append(msg)
+    return out
+
+
+def _safe_name(name: str) -> str:
+    # OpenAI restricts `name` to [a-zA-Z0-9_-]{1,64}.
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
+    return cleaned[:64] or "user"
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Tool-call arguments as a dict; text that is not a JSON object is kept under `_raw`."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def action_from_openai(message: Mapping[str, Any], *, fallback_id: str) -> Action:
+    """An `Action` from a Chat Completions `choices[i].message`."""
+    text = message.get("content") or ""
+    if isinstance(text, list):  # some servers send content parts
+        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+    calls = []
+    for i, tc in enumerate(message.get("tool_calls") or ()):
+        fn = tc.get("function") or {}
+        raw = fn.get("arguments")
+        raw_text = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
+        calls.append(
+            ToolCall(
+                id=str(tc.get("id") or f"{fallback_id}_{i}"),
+                name=str(fn.get("name") or "?"),
+                arguments=parse_arguments(raw_text),
+                raw_arguments=raw_text,
+            )
+        )
+    return Action(text=str(text), tool_calls=tuple(calls))
+
+
+def messages_from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """car messages from a Chat Completions `messages` list (the loopback server reads requests so)."""
+    out = []
+    for m in messages:
+        role = m.get("role", "user")
+        if role == "developer":
+            role = "system"
+        content = m.get("content") or ""
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        calls = action_from_openai(m, fallback_id="call").tool_calls if role == "assistant" else ()
+        out.append(
+            Message(
+                role=role,
+                content=str(content),
+                name=m.get("name"),
+                tool_calls=calls,
+                tool_call_id=m.get("tool_call_id"),
+            )
+        )
+    return out
+
+
+def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """(system, messages) for the Messages API: system goes top-level, tool results become
+    `tool_result` blocks in user turns, and consecutive turns of one role are merged."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "user":
+            text = f"[{m.name}] {m.content}" if m.name else m.content
+            add("user", [{"type": "text", "text": text or "(empty)"}])
+        elif m.role == "tool":
+            add(
+                "user",
+                [{"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.content}],
+            )
+        else:
+            blocks: list[dict[str, Any]] = []
+            if m.content:
+                blocks.append({"type": "text", "text": m.content})
+            blocks += [
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                for c in m.tool_calls
+            ]
+            add("assistant", blocks or [{"type": "text", "text": "(empty)"}])
+    if not out or out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(start)"}]})
+    return system, out
+
+
+def action_from_anthropic(content: Sequence[Mapping[str, Any]]) -> Action:
+    """An `Action` from a Messages API response's `content` blocks."""
+    texts = [str(b.get("text", "")) for b in content if b.get("type") == "text"]
+    calls: list[ToolCall] = []
+    for b in content:
+        if b.get("type") == "tool_use":
+            args = b.get("input")
+            args = args if isinstance(args, dict) else {"_raw": args}
+            calls.append(
+                ToolCall(
+                    id=str(b.get("id") or f"toolu_{len(calls)}"),
+                    name=str(b.get("name") or "?"),
+                    arguments=args,
+                    raw_arguments=json.dumps(args),
+                )
+            )
+    return Action(text="".join(texts), tool_calls=tuple(calls))
+
+
+def messages_from_anthropic(
+    system: str | Sequence[Mapping[str, Any]] | None, messages: Sequence[Mapping[str, Any]]
+) -> list[Message]:
+    """car messages from a Messages API request (the loopback server reads requests so)."""
+    out: list[Message] = []
+    if isinstance(system, str) and system:
+        out.append(Message(role="system", content=system))
+    elif isinstance(system, list):
+        text = "".join(str(b.get("text", "")) for b in system)
+        if text:
+            out.append(Message(role="system", content=text))
+    for m in messages:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        if m.get("role") == "assistant":
+            action = action_from_anthropic(blocks)
+            out.append(Message(role="assistant", content=action.text, tool_calls=action.tool_calls))
+            continue
+        for b in blocks:
+            if b.get("type") == "tool_result":
+                c = b.get("content", "")
+                if isinstance(c, list):
+                    c = "".join(str(x.get("text", "")) for x in c if isinstance(x, dict))
+                out.append(Message(role="tool", content=str(c), tool_call_id=b.get("tool_use_id")))
+            elif b.get("type") == "text":
+                text = str(b.get("text", ""))
+                name = None
+                if text.startswith("[") and "] " in text:
+                    name, text = text[1:].split("] ", 1)
+                out.append(Message(role="user", content=text, name=name))
+    return out

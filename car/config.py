@@ -1,0 +1,150 @@
+"""Configuration for `car blame`: `[tool.car]` in pyproject.toml, or car.toml, validated.
+
+Precedence, highest first: command-line options, `CAR_*` environment variables (`CAR_SAMPLES=64`,
+`CAR_BASE_URL=...`: the key upper-cased), the configuration file, the built-in defaults. The file is
+found by walking up from the working directory; `car.toml` (top-level keys) wins over pyproject.toml
+in the same directory, and a pyproject.toml without `[tool.car]` is skipped. Unknown keys and values of
+the wrong type are errors (exit 2) that name the file and the key.
+
+    [tool.car]
+    policy = "openai:gpt-4o-mini"
+    base_url = "http://localhost:8000/v1"
+    api_key_env = "MY_SERVER_KEY"     # the *name* of the variable holding the key, never the key
+    samples = 64
+    concurrency = 16
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from car.errors import InputError
+
+__all__ = ["BACKEND_KEYS", "ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
+
+ENV_PREFIX = "CAR_"
+
+
+class Settings(BaseModel):
+    """Every key `[tool.car]` may set. None means "not set here"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str | None = None
+    env: str | None = None
+    scorer: str | None = None
+    samples: int | None = Field(default=None, ge=1)
+    match_samples: int | None = Field(default=None, ge=0)
+    seed: int | None = None
+    concurrency: int | None = Field(default=None, ge=1)
+    level: float | None = Field(default=None, ge=0.5, lt=1)
+    min_effect: float | None = Field(default=None, ge=0, lt=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    backoff_base: float | None = Field(default=None, ge=0)
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+KEYS = tuple(Settings.model_fields)
+# The keys that configure model-server backends (`car.backends.options.BackendOptions`).
+BACKEND_KEYS = (
+    "base_url",
+    "api_key_env",
+    "timeout",
+    "max_attempts",
+    "max_concurrency",
+    "backoff_base",
+    "temperature",
+    "top_p",
+    "max_tokens",
+)
+
+
+def find_config(start: Path | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """The nearest car.toml, or pyproject.toml with a `[tool.car]` table, and its car table."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        car_toml = folder / "car.toml"
+        if car_toml.is_file():
+            return car_toml, _read(car_toml)
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            table = _read(pyproject).get("tool", {})
+            if isinstance(table, dict) and isinstance(table.get("car"), dict):
+                return pyproject, table["car"]
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+
+
+def _validate(where: str, values: Mapping[str, Any]) -> Settings:
+    for key in values:
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(KEYS)}"
+            raise InputError(f"{where}: unknown key {key!r}{hint}")
+    try:
+        return Settings.model_validate(dict(values))
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{where}: {key}: {err['msg']}; got {err.get('input')!r}") from None
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, start: Path | None = None
+) -> tuple[Settings, Settings]:
+    """(environment settings, file settings), each validated."""
+    env = os.environ if environ is None else environ
+    from_env = {
+        k[len(ENV_PREFIX) :].lower(): v
+        for k, v in env.items()
+        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in KEYS
+    }
+    env_settings = _validate("environment (CAR_*)", from_env)
+    found = find_config(start)
+    if found is None:
+        return env_settings, Settings()
+    path, table = found
+    where = f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
+    return env_settings, _validate(where, table)
+
+
+def resolve(
+    cli: Mapping[str, Any],
+    given: set[str],
+    environ: Mapping[str, str] | None = None,
+    start: Path | None = None,
+) -> dict[str, Any]:
+    """Merge: a key the user gave on the command line (`given`) keeps its CLI value; otherwise the
+    environment's, else the file's, else the CLI default in `cli`."""
+    env_settings, file_settings = load_settings(environ, start)
+    out = dict(cli)
+    for key in KEYS:
+        if key in given:
+            continue
+        for layer in (env_settings, file_settings):
+            value = getattr(layer, key)
+            if value is not None:
+                out[key] = value
+                break
+    return out

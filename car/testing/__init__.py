@@ -1,0 +1,14 @@
+"""Test doubles that ship with car: use them to test plugins, configurations and CI setups offline.
+
+car.testing.loopback   `LoopbackServer`: a real HTTP server on 127.0.0.1 speaking the OpenAI Chat
+                       Completions and Anthropic Messages formats, whose "model" is a scripted
+                       stochastic program (a simulated scenario's decision program by default),
+                       with fault injection (429 + Retry-After, 500, slow answers, dropped
+                       connections, malformed JSON, `n` or `seed` rejected)
+"""
+
+from __future__ import annotations
+
+from car.testing.loopback import Faults, LoopbackServer, ScenarioModel, TextModel
+
+__all__ = ["Faults", "LoopbackServer", "ScenarioModel", "TextModel"]

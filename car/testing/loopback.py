@@ -1,0 +1,474 @@
+"""A loopback model server: real HTTP on 127.0.0.1, OpenAI and Anthropic wire formats, scripted faults.
+
+    from car.sim import scenario_for
+    from car.testing import LoopbackServer, ScenarioModel
+
+    with LoopbackServer({"support-refund": ScenarioModel(scenario_for("support-refund"))}) as server:
+        # car blame traces/support-refund.json --policy openai:support-refund --base-url {server.url}
+        ...
+
+The "model" behind a name is any function `(messages, tools, u) -> Action`: `ScenarioModel` rebuilds
+the turns of a simulated scenario from the conversation and runs the scenario's decision program, so a
+blame run against the server has an exact answer; `TextModel` answers with a word drawn from `u`.
+`u` comes from the request's `seed` and the choice index when seeds are honoured (the server is then
+deterministic, like vLLM or llama.cpp), else from the server's own generator.
+
+Faults (`Faults`) are a script consumed one request at a time, then random rates: "429" (with
+`Retry-After` and optionally `retry-after-ms`), "500", "503", "slow" (answers after `slow_seconds`),
+"drop" (closes the connection without answering), "malformed" (200 with a body that is not JSON),
+"echo" (400 whose message repeats the credentials received, to test that clients redact them).
+Capability switches: `n` ("ok" | "reject" | "ignore"), `seed` ("honour" | "ignore" | "reject"),
+`logprobs`, `temperature_with_top_p`. `latency` delays every answer (benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from car.backends.wire import messages_from_anthropic, messages_from_openai
+from car.protocols import Mode, Turn
+from car.rng import EventKey
+from car.sim.base import Scenario
+from car.trace import Action, Message, Observation, ToolCall
+
+__all__ = ["Faults", "LoopbackServer", "ModelFn", "ScenarioModel", "TextModel"]
+
+ModelFn = Callable[[Sequence[Message], Sequence[Mapping[str, Any]], float], Action]
+_Reply = tuple[int, bytes, dict[str, str]]
+Fault = Literal["ok", "429", "500", "503", "slow", "drop", "malformed", "echo"]
+
+
+@dataclass
+class Faults:
+    """Which requests fail and how: `script` first (one entry per request), then `rates`."""
+
+    script: list[str] = field(default_factory=list)
+    rates: dict[str, float] = field(default_factory=dict)
+    retry_after: str | None = "0"
+    retry_after_ms: str | None = None
+    slow_seconds: float = 2.0
+    seed: int = 0
+
+
+@dataclass
+class TextModel:
+    """Answers every conversation with a word and a number drawn from `u` (probes, simulated tools)."""
+
+    words: tuple[str, ...] = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf")
+
+    def __call__(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float
+    ) -> Action:
+        word = self.words[int(u * len(self.words)) % len(self.words)]
+        return Action(text=f"{word}-{int(u * 1e9)}")
+
+
+@dataclass
+class ScenarioModel:
+    """A simulated scenario's decision program, reading its history back from the conversation.
+
+    The deciding actor is the one whose system prompt opens the conversation. Its own assistant turns
+    and tool results, and other actors' turns rendered as named user messages, become the history.
+    """
+
+    scenario: Scenario
+
+    def __call__(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float
+    ) -> Action:
+        actors = self.scenario.actors
+        system = next((m.content for m in messages if m.role == "system"), None)
+        actor = next((a for a in actors if a.system_prompt == system), actors[0])
+        turns: list[Turn] = []
+        task_seen = False
+        for m in messages:
+            if m.role == "system":
+                continue
+            if m.role == "user" and not m.name and not task_seen:
+                task_seen = True
+                continue
+            if m.role == "assistant":
+                action = Action(text=m.content, tool_calls=m.tool_calls)
+                turns.append(Turn(len(turns), actor.id, action, (), Mode.COPIED))
+            elif m.role == "tool" and turns:
+                last = turns[-1]
+                obs = (*last.observations, Observation(call_id=m.tool_call_id, content=m.content))
+                turns[-1] = Turn(last.index, last.actor, last.action, obs, Mode.COPIED)
+            elif m.role == "user":
+                turns.append(_other_turn(len(turns), m))
+        return self.scenario.decide(len(turns), actor.id, turns, u)
+
+
+def _other_turn(index: int, m: Message) -> Turn:
+    """Another actor's turn from its rendering "text\\n[tool] args\\n[result] content"."""
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    obs: list[Observation] = []
+    for line in m.content.split("\n"):
+        if line.startswith("[result] "):
+            cid = calls[len(obs)].id if len(obs) < len(calls) else None
+            obs.append(Observation(call_id=cid, content=line[len("[result] ") :]))
+        elif line.startswith("[") and "] " in line and not text[1:]:
+            name, raw = line[1:].split("] ", 1)
+            try:
+                args = json.loads(raw)
+            except ValueError:
+                args = {}
+            calls.append(ToolCall(id=f"call_{index}_{len(calls)}", name=name, arguments=args))
+        else:
+            text.append(line)
+    action = Action(text="\n".join(text), tool_calls=tuple(calls))
+    return Turn(index, m.name or "user", action, tuple(obs), Mode.COPIED)
+
+
+class LoopbackServer:
+    """See the module docstring. Use as a context manager; `url` is the OpenAI base URL (".../v1"),
+    `anthropic_url` the Anthropic one; `requests` logs (path, body) of every request received."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelFn] | None = None,
+        *,
+        default: ModelFn | None = None,
+        latency: float = 0.0,
+        faults: Faults | None = None,
+        n: Literal["ok", "reject", "ignore"] = "ok",
+        seed: Literal["honour", "ignore", "reject"] = "honour",
+        logprobs: bool = True,
+        temperature_with_top_p: bool = True,
+        api_key: str | None = None,
+        echo_auth: bool = False,
+        answer_model: str | None = None,
+    ) -> None:
+        self.models = dict(models or {})
+        self.default = default if default is not None else TextModel()
+        self.latency = latency
+        self.faults = faults or Faults()
+        self.n_mode = n
+        self.seed_mode = seed
+        self.logprobs = logprobs
+        self.temperature_with_top_p = temperature_with_top_p
+        self.api_key = api_key
+        self.echo_auth = echo_auth
+        self.answer_model = answer_model
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.outcomes: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._rng = random.Random(self.faults.seed)
+        self._script = list(self.faults.script)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> LoopbackServer:
+        """Serve on 127.0.0.1 (a free port) from an event loop in a background thread."""
+        ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0, backlog=512)
+            ready.set()
+
+        def run() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(serve())
+            self._loop.run_forever()
+            # Shut down: cancel connection handlers, let them unwind, close the loop.
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="car-loopback", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def close(self) -> None:
+        loop, server = self._loop, self._server
+        if loop is None or server is None:
+            return
+
+        async def stop() -> None:
+            server.close()
+            for writer in list(self._writers):
+                writer.close()
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(stop(), loop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._loop = self._server = self._thread = None
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start the server first"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def count(self, path_suffix: str = "") -> int:
+        with self._lock:
+            return sum(1 for p, _ in self.requests if p.endswith(path_suffix))
+
+    # -- behaviour -----------------------------------------------------------------------------
+    def _next_fault(self) -> str:
+        with self._lock:
+            if self._script:
+                return self._script.pop(0)
+            x = self._rng.random()
+            for name, rate in self.faults.rates.items():
+                if x < rate:
+                    return name
+                x -= rate
+            return "ok"
+
+    def _u(self, seed: int | None, choice: int, step: int) -> float:
+        if seed is not None and self.seed_mode == "honour":
+            return EventKey(seed, choice, step, "loopback").uniform()
+        with self._lock:
+            return self._rng.random()
+
+    def _model(self, name: str) -> ModelFn | None:
+        return self.models.get(name, self.default if not self.models or "*" in self.models else None)
+
+    # -- the wire ------------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """HTTP/1.1 with keep-alive: read a request, answer it in one write, repeat."""
+        self._writers.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = ([*lines[0].split(" "), "", ""])[:3]
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                raw = await reader.readexactly(int(headers.get("content-length") or 0))
+                try:
+                    reply = await self._respond(method, path, headers, raw)
+                except Exception as exc:  # a model function failed: say so, as a server would
+                    reply = self._error(headers, 500, f"model failed: {type(exc).__name__}: {exc}")
+                if reply is None:  # "drop": close without a word
+                    break
+                status, body, extra = reply
+                head_out = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+                head_out += ["content-type: application/json", f"content-length: {len(body)}"]
+                head_out += [f"{k}: {v}" for k, v in extra.items()]
+                writer.write(("\r\n".join(head_out) + "\r\n\r\n").encode("latin-1") + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass  # the client closed the connection (or gave up waiting)
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    def _error(
+        self, headers: Mapping[str, str], status: int, message: str, extra: Mapping[str, str] = {}
+    ) -> _Reply:
+        if self.echo_auth:
+            message += f" (credentials received: {_credentials(headers)!r})"
+        body = json.dumps({"error": {"message": message, "type": "loopback"}}).encode()
+        return status, body, dict(extra)
+
+    async def _respond(
+        self, method: str, path: str, headers: Mapping[str, str], raw: bytes
+    ) -> _Reply | None:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        with self._lock:
+            self.requests.append((path, body if isinstance(body, dict) else {}))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        fault = self._next_fault()
+        with self._lock:
+            self.outcomes[fault] += 1
+        if fault == "drop":
+            return None
+        if fault == "slow":
+            await asyncio.sleep(self.faults.slow_seconds)
+        if fault == "429":
+            extra = {}
+            if self.faults.retry_after is not None:
+                extra["retry-after"] = self.faults.retry_after
+            if self.faults.retry_after_ms is not None:
+                extra["retry-after-ms"] = self.faults.retry_after_ms
+            return self._error(headers, 429, "rate limited, slow down", extra)
+        if fault in ("500", "503"):
+            return self._error(headers, int(fault), "internal error")
+        if fault == "malformed":
+            return 200, b'{"choices": [ {"message": ', {}
+        if fault == "echo":
+            return self._error(headers, 400, f"bad request from key {_credentials(headers)}")
+        if self.api_key is not None and _credentials(headers) != self.api_key:
+            return self._error(headers, 401, "invalid API key")
+        if method != "POST":
+            return self._error(headers, 405, "POST only")
+        if not isinstance(body, dict):
+            return self._error(headers, 400, "the body is not a JSON object")
+        if path.rstrip("/").endswith("/chat/completions"):
+            return self._chat(headers, body)
+        if path.rstrip("/").endswith("/messages"):
+            return self._messages(headers, body)
+        return self._error(headers, 404, f"no route {path}")
+
+    def _chat(self, headers: Mapping[str, str], body: dict[str, Any]) -> _Reply:
+        srv = self
+        name = str(body.get("model"))
+        model = srv._model(name)
+        if model is None:
+            return self._error(headers, 404, f"model {name!r} not found")
+        n = int(body.get("n") or 1)
+        if n > 1 and srv.n_mode == "reject":
+            return self._error(headers, 400, "only n=1 is supported")
+        if n > 1 and srv.n_mode == "ignore":
+            n = 1
+        seed = body.get("seed")
+        if seed is not None and srv.seed_mode == "reject":
+            return self._error(headers, 400, "unrecognized request argument: seed")
+        if "temperature" in body and "top_p" in body and not srv.temperature_with_top_p:
+            return self._error(headers, 400, "temperature and top_p cannot both be specified")
+        messages = messages_from_openai(body.get("messages") or [])
+        tools = body.get("tools") or []
+        step = sum(1 for m in messages if m.role != "system")
+        choices = []
+        for i in range(n):
+            action = model(messages, tools, srv._u(seed if isinstance(seed, int) else None, i, step))
+            msg: dict[str, Any] = {"role": "assistant", "content": action.text or None}
+            if action.tool_calls:
+                msg["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in action.tool_calls
+                ]
+            choices.append(
+                {
+                    "index": i,
+                    "message": msg,
+                    "finish_reason": "tool_calls" if action.tool_calls else "stop",
+                    "logprobs": {"content": []} if body.get("logprobs") and srv.logprobs else None,
+                }
+            )
+        answer = {
+            "id": f"chatcmpl-{len(srv.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": srv.answer_model or name,
+            "choices": choices,
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+        return 200, json.dumps(answer).encode(), {}
+
+    def _messages(self, headers: Mapping[str, str], body: dict[str, Any]) -> _Reply:
+        srv = self
+        name = str(body.get("model"))
+        model = srv._model(name)
+        if model is None:
+            return self._error(headers, 404, f"model {name!r} not found")
+        for extra in ("seed", "n"):
+            if extra in body:
+                return self._error(headers, 400, f"{extra}: Extra inputs are not permitted")
+        if "max_tokens" not in body:
+            return self._error(headers, 400, "max_tokens: Field required")
+        if "temperature" in body and "top_p" in body and not srv.temperature_with_top_p:
+            return self._error(
+                headers, 400, "temperature and top_p cannot both be specified for this model"
+            )
+        messages = messages_from_anthropic(body.get("system"), body.get("messages") or [])
+        step = sum(1 for m in messages if m.role != "system")
+        action = model(messages, body.get("tools") or [], srv._u(None, 0, step))
+        content: list[dict[str, Any]] = []
+        if action.text:
+            content.append({"type": "text", "text": action.text})
+        content += [
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+            for c in action.tool_calls
+        ]
+        answer = {
+            "id": f"msg_{len(srv.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": srv.answer_model or name,
+            "content": content,
+            "stop_reason": "tool_use" if action.tool_calls else "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        return 200, json.dumps(answer).encode(), {}
+
+
+def _credentials(headers: Mapping[str, str]) -> str:
+    auth = headers.get("authorization") or ""
+    return auth[7:] if auth.lower().startswith("bearer ") else headers.get("x-api-key", "")
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+}
+_REASONS |= {429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m car.testing`: serve scenarios until interrupted; prints the base URL.
+
+    Running the server in its own process matters for throughput measurements: in-process, the
+    server's threads and the client's event loop contend for one interpreter lock.
+    """
+    import argparse
+
+    from car.sim import SCENARIOS, scenario_for
+
+    ap = argparse.ArgumentParser(prog="python -m car.testing")
+    ap.add_argument("--scenario", action="append", default=[], choices=sorted(SCENARIOS))
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    ap.add_argument("--n", choices=["ok", "reject", "ignore"], default="ok")
+    ap.add_argument("--seed", choices=["honour", "ignore", "reject"], default="honour")
+    args = ap.parse_args(argv)
+    models: dict[str, ModelFn] = {name: ScenarioModel(scenario_for(name)) for name in args.scenario}
+    models["*"] = TextModel()
+    server = LoopbackServer(models, latency=args.latency, n=args.n, seed=args.seed).start()
+    print(server.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

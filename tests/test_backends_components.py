@@ -1,0 +1,216 @@
+"""llm-sim environment, llm-judge scorer, configuration and `car plugins`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import car
+from car.backends import http as http_backend
+from car.backends import openai as openai_backend
+from car.backends.judge import normalise_answer
+from car.backends.options import configure
+from car.cli import main
+from car.config import resolve
+from car.errors import InputError, SpecError
+from car.testing import LoopbackServer
+from car.trace import Action, Message
+from tests.conftest import ROOT
+
+TRACE = str(ROOT / "traces" / "support-refund.json")
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    # Capabilities and limits are cached per base URL; ports get reused across tests.
+    openai_backend._CAPS.clear()
+    http_backend._LIMITERS.clear()
+
+
+# -- llm-sim -----------------------------------------------------------------------------------------
+def _tool_sim(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:
+    user = messages[-1].content
+    if "random word" in user:  # the capability probe
+        return Action(text="ok")
+    assert "Now simulate this call" in user
+    return Action(text=json.dumps({"status": "escalated", "ticket": "SIM-1"}))
+
+
+def test_llm_sim_answers_unseen_calls_and_says_so() -> None:
+    # The support-refund record never calls `escalate`: the recorded environment errors on it.
+    plain = car.blame(TRACE, env="recorded", seed=1, samples=16)
+    assert plain.budget.errored > 0
+    with LoopbackServer({"toolsim": _tool_sim}) as server, configure(base_url=server.url):
+        report = car.blame(TRACE, env="llm-sim:openai:toolsim", seed=1, samples=16)
+        prompts = [b["messages"][-1]["content"] for _, b in server.requests]
+    assert report.budget.errored == 0
+    assert report.locus == 1
+    assert any("observations were simulated" in n for n in report.notes)
+    prompt = next(p for p in prompts if "escalate(" in p)
+    assert "Tool `escalate`" in prompt and '"reason"' in prompt  # the tool's schema
+    assert "lookup_order(" in prompt and "refund_window_days" in prompt  # recorded outputs
+
+
+# -- llm-judge ---------------------------------------------------------------------------------------
+def _rubric_judge(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:
+    transcript = messages[-1].content
+    return Action(text="Verdict: FAIL" if "call issue_refund" in transcript else "Verdict: PASS")
+
+
+def _noisy_judge(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:
+    right = _rubric_judge(messages, tools, u).text
+    if u < 0.1:  # flips 10% of verdicts
+        return Action(text="PASS" if right.endswith("FAIL") else "FAIL")
+    return Action(text=right)
+
+
+def test_rubric_judge_finds_the_locus() -> None:
+    with LoopbackServer({"judge": _rubric_judge}) as server, configure(base_url=server.url):
+        report = car.blame(TRACE, scorer="llm-judge:openai:judge", seed=2, samples=16)
+        system = next(b["messages"][0]["content"] for _, b in server.requests if len(b["messages"]) == 2)
+    assert report.locus == 1
+    assert report.factual.estimate == 1.0 and not report.factual_exact
+    assert "FAIL" in system
+
+
+def test_repeated_judging_reports_judge_noise_separately() -> None:
+    with LoopbackServer({"judge": _noisy_judge}) as server, configure(base_url=server.url):
+        report = car.blame(TRACE, scorer="llm-judge:openai:judge?repeats=3", seed=3, samples=8)
+    note = next(n for n in report.notes if n.startswith("judge noise"))
+    assert "3 judgements per trajectory" in note and "separate from the policy noise" in note
+
+
+def _extractor(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:
+    answers = [ln for ln in messages[-1].content.splitlines() if "ANSWER:" in ln]
+    return Action(text=answers[-1].split("ANSWER:", 1)[1].strip() if answers else "NONE")
+
+
+def test_extract_then_compare() -> None:
+    trace = str(ROOT / "traces" / "research-team.json")
+    spec = "llm-judge:openai:extract?mode=extract&expected=8402611"
+    with LoopbackServer({"extract": _extractor}) as server, configure(base_url=server.url):
+        report = car.blame(trace, scorer=spec, seed=0, samples=12)
+    assert report.factual.estimate == 1.0  # the recorded answer is the wrong figure
+    assert report.locus == 3
+    assert normalise_answer("8,402,611.") == normalise_answer("8402611")
+    assert normalise_answer("Paris") != normalise_answer("9,100,000")
+
+
+def test_judge_spec_errors() -> None:
+    trace = car.load_trace(TRACE)
+    from car.specs import make_scorer
+
+    with configure(base_url="http://127.0.0.1:9/v1"):
+        with pytest.raises(SpecError, match="unknown option 'mdoe'"):
+            make_scorer("llm-judge:openai:m?mdoe=extract", trace)
+        with pytest.raises(SpecError, match="needs the expected answer"):
+            make_scorer("llm-judge:openai:m?mode=extract", trace)
+        with pytest.raises(SpecError, match="name a model"):
+            make_scorer("llm-judge:openai:", trace)
+
+
+# -- configuration -----------------------------------------------------------------------------------
+def test_precedence_cli_over_env_over_file(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.car]\nsamples = 5\nseed = 7\nbase_url = "http://file/v1"\nconcurrency = 3\n'
+    )
+    cli = {"samples": 32, "seed": 0, "concurrency": 8, "base_url": None, "level": 0.95}
+    env = {"CAR_SEED": "9", "CAR_CONCURRENCY": "4", "CAR_UNRELATED": "x"}
+    out = resolve({**cli, "concurrency": 2}, {"concurrency"}, env, tmp_path)
+    assert out["samples"] == 5  # file over default
+    assert out["seed"] == 9  # environment over file
+    assert out["concurrency"] == 2  # command line over everything
+    assert out["base_url"] == "http://file/v1"
+    assert out["level"] == 0.95  # nothing set it: the default
+
+
+def test_car_toml_is_found_from_a_subfolder(tmp_path: Path) -> None:
+    (tmp_path / "car.toml").write_text("samples = 11\n")
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    assert resolve({"samples": 32}, set(), {}, sub)["samples"] == 11
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[tool.car]\nsample = 3\n", "unknown key 'sample'; did you mean 'samples'?"),
+        ("[tool.car]\nsamples = 0\n", "samples: Input should be greater than or equal to 1"),
+        ("[tool.car]\nsamples = 'many'\n", "samples"),
+        ("[tool.car\n", "invalid TOML"),
+    ],
+)
+def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(InputError, match=r"pyproject\.toml") as info:
+        resolve({}, set(), {}, tmp_path)
+    assert message in str(info.value)
+
+
+def test_bad_environment_value_names_the_source() -> None:
+    with pytest.raises(InputError, match=r"environment \(CAR_\*\): samples"):
+        resolve({}, set(), {"CAR_SAMPLES": "lots"}, Path("/"))
+
+
+def test_cli_reads_config_and_exits_2_on_unknown_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = Path(TRACE).resolve()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "car.toml").write_text("samples = 3\nmatch_samples = 1\n")
+    main(["blame", str(trace), "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["samples"] == 3
+    (tmp_path / "car.toml").write_text("smaples = 3\n")
+    with pytest.raises(SystemExit) as info:
+        main(["blame", str(trace)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "car.toml: unknown key 'smaples'" in err
+
+
+# -- plugins ------------------------------------------------------------------------------------------
+def test_plugins_lists_builtins_and_entry_points(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from importlib.metadata import EntryPoint
+
+    import car.plugins as plugins
+
+    fake = EntryPoint(name="mypolicy", value="my_pkg.policies:make", group="car.policies")
+
+    def entry_points(group: str) -> list[EntryPoint]:
+        return [fake] if group == "car.policies" else []
+
+    monkeypatch.setattr(plugins, "entry_points", entry_points)
+    main(["plugins"])
+    out = capsys.readouterr().out
+    assert "openai:MODEL" in out and "built-in (car.backends.openai)" in out
+    assert "anthropic:MODEL" in out and "llm-sim:" in out and "llm-judge:" in out
+    assert "mypolicy[:ARG]" in out and "entry point car.policies" in out
+    assert "my_pkg.policies:make" in out
+
+
+def test_unknown_backend_name_suggests_the_right_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["blame", TRACE, "--policy", "opnai:gpt-4o"])
+    assert info.value.code == 2
+    assert "did you mean 'openai:'" in capsys.readouterr().err
+
+
+def test_python_policy_plugin_example_runs(tmp_path: Path) -> None:
+    # The documented example in docs/backends.md: a policy and a stateful environment in a file.
+    example = ROOT / "docs" / "examples" / "plugins.py"
+    report = car.blame(
+        TRACE,
+        policy=f"{example}@policy",
+        env=f"{example}@make_env",
+        scorer="tool-called:issue_refund",
+        seed=1,
+        samples=16,
+    )
+    assert report.locus == 1
+    assert report.budget.errored == 0

@@ -1,0 +1,321 @@
+"""`car blame` end to end against the loopback server: planted locus, faults, errors, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import car
+from car.backends import http as http_backend
+from car.backends import openai as openai_backend
+from car.backends.options import configure
+from car.cli import main
+from car.sim import scenario_for
+from car.testing import Faults, LoopbackServer, ScenarioModel
+from tests.conftest import ROOT
+
+TRACE = str(ROOT / "traces" / "support-refund.json")
+KEY = "sk-loopback-7f3a9c1e5d2b-SECRET"
+
+
+def _server(**kw: Any) -> LoopbackServer:
+    return LoopbackServer({"support-refund": ScenarioModel(scenario_for("support-refund"))}, **kw)
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAR_BACKOFF_BASE", "0.005")  # keeps fault tests quick; see config.py
+    # Capabilities and limits are cached per base URL for the process; a later test's server may
+    # get a port an earlier one used, with other switches.
+    openai_backend._CAPS.clear()
+    http_backend._LIMITERS.clear()
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    openai_backend._CAPS.clear()
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_blame_finds_the_planted_locus_over_openai(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with _server(api_key=KEY) as server:
+        code, out, err = _cli(
+            [
+                "blame",
+                TRACE,
+                "--policy",
+                "openai:support-refund",
+                "--base-url",
+                server.url,
+                "--format",
+                "json",
+            ],
+            capsys,
+        )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["locus"] == 1
+    assert report["specs"]["policy"] == "openai:support-refund"
+    assert report["budget"]["errored"] == 0
+    assert any("seeded per sample" in n for n in report["notes"])
+    assert KEY not in out + err
+
+
+def test_same_seed_same_report_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A seeded server plus event-keyed seeds: the report does not depend on timing or concurrency.
+    with _server() as server, configure(base_url=server.url):
+        a = car.blame(TRACE, policy="openai:support-refund", seed=4, samples=12, concurrency=2)
+        b = car.blame(TRACE, policy="openai:support-refund", seed=4, samples=12, concurrency=12)
+    strip = {"notes"}
+    assert a.model_dump(exclude=strip) == b.model_dump(exclude=strip)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_locus_found_across_seeds_despite_faults(seed: int) -> None:
+    faults = Faults(
+        rates={"429": 0.08, "500": 0.04, "drop": 0.03, "malformed": 0.03},
+        retry_after="0",
+        retry_after_ms="5",
+        seed=seed,
+    )
+    # 18% of requests fail; 10 attempts make a request that never gets through (0.18**10 per
+    # request) practically impossible, so any errored rollout would be a bug.
+    opts = {"base_url": None, "backoff_base": 0.005, "max_attempts": 10}
+    with _server(faults=faults) as server, configure(**{**opts, "base_url": server.url}):
+        report = car.blame(TRACE, policy="openai:support-refund", seed=seed)
+    assert report.locus == 1
+    assert report.budget.errored == 0  # every fault was absorbed by retries
+    assert any("retried" in n for n in report.notes)
+
+
+def test_rate_limits_cut_the_shared_limit_and_are_reported() -> None:
+    faults = Faults(script=["429"] * 6, retry_after="0", retry_after_ms="5")
+    with _server(faults=faults) as server, configure(base_url=server.url, backoff_base=0.005):
+        report = car.blame(TRACE, policy="openai:support-refund", samples=8, match_samples=2)
+    assert report.locus in (1, None)
+    note = next(n for n in report.notes if "retried" in n)
+    assert "429 x6" in note and "concurrency limit cut" in note
+    assert " cut 0 times" not in note
+
+
+def test_blame_over_the_anthropic_wire_format(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    faults = Faults(rates={"429": 0.05, "500": 0.05}, retry_after="0", retry_after_ms="5")
+    with _server(api_key=KEY, faults=faults) as server:
+        code, out, err = _cli(
+            [
+                "blame",
+                TRACE,
+                "--policy",
+                "anthropic:support-refund",
+                "--base-url",
+                server.anthropic_url,
+                "--format",
+                "json",
+            ],
+            capsys,
+        )
+        assert all("seed" not in b for _, b in server.requests)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["locus"] == 1
+    assert any("no coupling" in n for n in report["notes"])
+    assert "common random numbers unavailable" in err
+    assert KEY not in out + err
+
+
+def test_errored_rollouts_are_counted_shown_and_exit_3_keeps_the_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_file = tmp_path / "report.json"
+    with _server(faults=Faults(rates={"500": 1.0})) as server:
+        code, _out, err = _cli(
+            [
+                "blame",
+                TRACE,
+                "--policy",
+                "openai:support-refund",
+                "--base-url",
+                server.url,
+                "--samples",
+                "3",
+                "--match-samples",
+                "1",
+                "--format",
+                "json",
+                "-o",
+                str(out_file),
+            ],
+            capsys,
+        )
+    assert code == 3
+    assert "too many rollouts errored" in err and "HTTP 500" in err
+    report = json.loads(out_file.read_text())
+    assert report["status"] == "backend-errors"
+    assert report["budget"]["errored"] == report["budget"]["rollouts"] - 1  # the copied record
+    assert any("rollouts errored and are excluded" in n for n in report["notes"])
+
+
+def test_some_errored_rollouts_are_excluded_but_the_run_succeeds() -> None:
+    # Each failure costs one rollout; fewer than the threshold: still a result, with the count shown.
+    faults = Faults(script=["ok"] * 6, rates={"500": 0.2}, seed=3)  # the probe gets through
+    with _server(faults=faults) as server, configure(base_url=server.url, max_attempts=1):
+        report = car.blame(TRACE, policy="openai:support-refund", seed=2)
+    assert report.status == "ok"
+    assert 0 < report.budget.errored < report.budget.rollouts / 2
+    assert any(f"{report.budget.errored} of" in n for n in report.notes)
+
+
+# -- secrets ---------------------------------------------------------------------------------------
+def _scan(*texts: str) -> None:
+    for t in texts:
+        assert KEY not in t
+        assert KEY[:16] not in t
+
+
+def test_key_never_leaks_from_echoing_server(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    out_file = tmp_path / "r.json"
+    # Every error body repeats the credentials the server received.
+    faults = Faults(script=["echo"] * 3, rates={"500": 0.5, "429": 0.2}, retry_after="0")
+    with _server(api_key=KEY, echo_auth=True, faults=faults) as server:
+        for fmt in ("json", "table"):
+            _code, out, err = _cli(
+                [
+                    "blame",
+                    TRACE,
+                    "--policy",
+                    "openai:support-refund",
+                    "--base-url",
+                    server.url,
+                    "--samples",
+                    "4",
+                    "--format",
+                    fmt,
+                    "-o",
+                    str(out_file),
+                ],
+                capsys,
+            )
+            _scan(out, err, out_file.read_text())
+            if fmt == "json":  # the echo happened (the first requests) and was redacted
+                assert "***" in json.loads(out_file.read_text())["first_error"]
+
+
+def test_backend_errors_carry_no_key_in_message_or_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from car.backends.openai import openai_backend as make_http
+    from car.backends.options import BackendOptions
+    from car.errors import BackendError
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for fault in ("echo", "500", "drop", "malformed"):
+        with LoopbackServer(echo_auth=True, faults=Faults(rates={fault: 1.0})) as server:
+            http = make_http(BackendOptions(base_url=server.url, max_attempts=2, backoff_base=0.001))
+            assert KEY not in repr(http)
+
+            async def call(h: Any = http) -> None:
+                try:
+                    await h.post_json("chat/completions", {"model": "m", "messages": []})
+                finally:
+                    await h.aclose()
+
+            with pytest.raises(BackendError) as info:
+                asyncio.run(call())
+        exc = info.value
+        assert exc.__cause__ is None and exc.__suppress_context__
+        _scan(str(exc), "".join(traceback.format_exception(exc)), repr(exc))
+
+
+def test_debug_run_in_a_subprocess_prints_no_key(tmp_path: Path) -> None:
+    faults = Faults(script=["echo"] * 2, rates={"500": 1.0})
+    with _server(api_key=KEY, echo_auth=True, faults=faults) as server:
+        env = {**os.environ, "OPENAI_API_KEY": KEY, "CAR_MAX_ATTEMPTS": "2", "CAR_BACKOFF_BASE": "0"}
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "car",
+                "blame",
+                TRACE,
+                "--policy",
+                "openai:support-refund",
+                "--base-url",
+                server.url,
+                "--samples",
+                "2",
+                "--match-samples",
+                "1",
+                "--debug",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert proc.returncode == 3, proc.stderr
+    assert "too many rollouts errored" in proc.stderr
+    _scan(proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize(
+    ("seed_mode", "n_mode", "how"),
+    [
+        ("reject", "ok", "merged into n-requests"),  # OpenAI-like without seed
+        ("reject", "reject", "independent"),  # neither seed nor n
+        ("ignore", "ignore", "seeded per sample"),  # Ollama-like: both accepted, neither works
+    ],
+)
+def test_locus_found_whatever_the_server_supports(seed_mode: str, n_mode: str, how: str) -> None:
+    with _server(seed=seed_mode, n=n_mode) as server, configure(base_url=server.url):
+        report = car.blame(TRACE, policy="openai:support-refund", seed=5)
+        sent_n = [b.get("n", 1) for _, b in server.requests if "random word" not in json.dumps(b)]
+    assert report.locus == 1
+    assert report.budget.errored == 0
+    assert any(how in n for n in report.notes)
+    assert (max(sent_n) > 1) == (how.startswith("merged"))
+
+
+def test_multi_agent_trace_each_actor_sees_its_own_view() -> None:
+    # research-team: four actors; exact answer: locus 3 with shared credit at steps 1 and 3.
+    model = {"research-team": ScenarioModel(scenario_for("research-team"))}
+    with LoopbackServer(model) as server, configure(base_url=server.url):
+        report = car.blame(
+            str(ROOT / "traces" / "research-team.json"), policy="openai:research-team", seed=0
+        )
+        bodies = [b for _, b in server.requests if "random word" not in json.dumps(b)]
+    assert report.locus == 3 and report.shared == [1, 3]
+    systems = {b["messages"][0]["content"] for b in bodies}
+    assert len(systems) == 4  # one system prompt per deciding actor
+    final_answers = [
+        b
+        for b in bodies
+        if "coordinate" in b["messages"][0]["content"] and len(b["messages"]) > 2  # not step 0
+    ]
+    assert final_answers
+    for body in final_answers:  # the orchestrator's final turn sees the other agents by name
+        named = {m["name"] for m in body["messages"] if m.get("name")}
+        assert {"searcher", "extractor", "verifier"} <= named

@@ -1,0 +1,336 @@
+"""The openai: and anthropic: policies against the loopback server: requests, probing, sampling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import car
+from car.backends import http as http_backend
+from car.backends import openai as openai_backend
+from car.backends.anthropic import AnthropicPolicy
+from car.backends.openai import OpenAIPolicy, capabilities
+from car.backends.openai import openai_backend as make_http
+from car.backends.options import BackendOptions, configure
+from car.errors import BackendError, InputError
+from car.protocols import Decision
+from car.rng import EventKey
+from car.sim import scenario_for
+from car.testing import Faults, LoopbackServer, ScenarioModel
+from car.trace import Sampling, Step, Trace, load_trace
+from tests.conftest import ROOT
+
+TRACE = str(ROOT / "traces" / "support-refund.json")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probe_cache() -> Iterator[None]:
+    # Capabilities are cached per (server, model) for the process; every test gets new servers anyway,
+    # but ports can be reused.
+    openai_backend._CAPS.clear()
+    http_backend._LIMITERS.clear()
+    yield
+    openai_backend._CAPS.clear()
+
+
+def _options(server: LoopbackServer, **kw: Any) -> BackendOptions:
+    return BackendOptions(base_url=server.url, backoff_base=0.01, **kw)
+
+
+def _decision(trace: Trace, step: int) -> Decision:
+    from car.replay import _copied
+
+    rec = trace.steps[step]
+    return Decision(
+        step=step,
+        actor=trace.actor(rec.actor),
+        task=trace.task,
+        history=tuple(_copied(s) for s in trace.steps[:step]),
+        sampling=rec.sampling,
+        actors=trace.actors,
+    )
+
+
+def _with_sampling(trace: Trace, sampling: Sampling) -> Trace:
+    steps = tuple(Step(**{**s.model_dump(), "sampling": sampling}) for s in trace.steps)
+    return Trace(**{**trace.model_dump(), "steps": steps})
+
+
+def _refund_server(**kw: Any) -> LoopbackServer:
+    return LoopbackServer({"support-refund": ScenarioModel(scenario_for("support-refund"))}, **kw)
+
+
+def _chat_bodies(server: LoopbackServer) -> list[dict[str, Any]]:
+    # Probe requests ask for "one random word"; the rest are decisions.
+    return [
+        b
+        for p, b in server.requests
+        if p.endswith("chat/completions") and "random word" not in json.dumps(b)
+    ]
+
+
+# -- capability probing ---------------------------------------------------------------------------
+def _probe(server: LoopbackServer) -> openai_backend.Capabilities:
+    async def main() -> openai_backend.Capabilities:
+        http = make_http(_options(server))
+        try:
+            return await capabilities(http, "any")
+        finally:
+            await http.aclose()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("switches", "expected"),
+    [
+        ({}, dict(n=True, seed=True, seed_repeatable=True, logprobs=True, temperature_with_top_p=True)),
+        ({"n": "reject"}, dict(n=False, seed=True, seed_repeatable=True)),
+        ({"n": "ignore"}, dict(n=False)),  # Ollama-style: n accepted, one choice back
+        ({"seed": "reject"}, dict(seed=False, seed_repeatable=False)),
+        ({"seed": "ignore"}, dict(seed=True, seed_repeatable=False)),
+        ({"logprobs": False}, dict(logprobs=False)),
+        ({"temperature_with_top_p": False}, dict(temperature_with_top_p=False, n=True)),
+    ],
+)
+def test_probe_reads_each_capability(switches: dict[str, Any], expected: dict[str, bool]) -> None:
+    with LoopbackServer(**switches) as server:
+        caps = _probe(server)
+    for name, value in expected.items():
+        assert getattr(caps, name) is value, name
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "drop", "malformed"])
+def test_transient_faults_do_not_change_probe_conclusions(fault: str) -> None:
+    faults = Faults(script=[fault] * 3, retry_after="0")
+    with LoopbackServer(n="reject", faults=faults) as server:
+        caps = _probe(server)
+    assert caps == openai_backend.Capabilities(
+        n=False, seed=True, seed_repeatable=True, logprobs=True, temperature_with_top_p=True
+    )
+
+
+def test_failed_probe_is_not_cached() -> None:
+    with LoopbackServer(faults=Faults(script=["500"] * 6)) as server:
+        with pytest.raises(BackendError):
+            asyncio.run(_probe_with_attempts(server, 3))
+        assert not openai_backend._CAPS
+        caps = _probe(server)  # the outage is over: probe again, and now it works
+    assert caps.n and caps.seed
+
+
+async def _probe_with_attempts(server: LoopbackServer, attempts: int) -> None:
+    http = make_http(_options(server, max_attempts=attempts))
+    try:
+        await capabilities(http, "any")
+    finally:
+        await http.aclose()
+
+
+def test_probe_runs_once_for_concurrent_first_calls() -> None:
+    trace = load_trace(TRACE)
+    with _refund_server() as server:
+        policy = OpenAIPolicy("support-refund", trace, options=_options(server))
+
+        async def main() -> None:
+            d = _decision(trace, 1)
+            await asyncio.gather(*(policy.act(d, EventKey(0, r, 1, "policy")) for r in range(12)))
+            await policy.aclose()
+
+        asyncio.run(main())
+        probes = [b for _, b in server.requests if "random word" in json.dumps(b)]
+    assert len(probes) == 6  # base, n, seed, seed again, logprobs, top_p
+    # Reasoning models reject temperature and max_tokens: the base probe sends neither.
+    assert set(probes[0]) == {"model", "messages"}
+
+
+# -- requests ------------------------------------------------------------------------------------
+def test_request_is_rebuilt_from_the_trace() -> None:
+    trace = _with_sampling(load_trace(TRACE), Sampling(temperature=0.7, max_tokens=300))
+    with _refund_server() as server:
+        policy = OpenAIPolicy("support-refund", trace, options=_options(server))
+
+        async def main() -> car.Action:
+            try:
+                return await policy.act(_decision(trace, 2), EventKey(3, 0, 2, "policy"))
+            finally:
+                await policy.aclose()
+
+        action = asyncio.run(main())
+        body = _chat_bodies(server)[0]
+    msgs = body["messages"]
+    assert msgs[0] == {"role": "system", "content": trace.actors[0].system_prompt}
+    assert msgs[1]["role"] == "user" and "A-1042" in msgs[1]["content"]
+    assert msgs[2]["tool_calls"][0]["function"] == {
+        "name": "lookup_order",
+        "arguments": '{"order_id": "A-1042"}',  # the raw recorded string, byte for byte
+    }
+    assert msgs[3]["role"] == "tool" and msgs[3]["tool_call_id"] == "call_lookup"
+    assert msgs[4] == {"role": "assistant", "content": "PLAN: refund the order"}
+    assert [t["function"]["name"] for t in body["tools"]] == [
+        "lookup_order",
+        "issue_refund",
+        "escalate",
+    ]
+    assert body["tools"][0]["function"]["parameters"]["properties"]["order_id"] == {"type": "string"}
+    # Only what was recorded: temperature and max_tokens, never top_p; a seed from the event key.
+    assert body["temperature"] == 0.7 and body["max_tokens"] == 300 and "top_p" not in body
+    assert body["seed"] == EventKey(3, 0, 2, "policy").seed32()
+    call = action.tool_calls[0]
+    assert call.name in ("issue_refund", "escalate")
+    assert call.arguments["order_id"] == "A-1042"
+    assert json.loads(call.raw_arguments or "") == call.arguments
+
+
+def test_user_overrides_are_sent_and_pair_dropped_when_rejected(capsys: Any) -> None:
+    trace = _with_sampling(load_trace(TRACE), Sampling(temperature=0.2, top_p=0.5))
+    with _refund_server(temperature_with_top_p=False) as server:
+        policy = OpenAIPolicy("support-refund", trace, options=_options(server, temperature=1.3))
+
+        async def main() -> None:
+            await policy.act(_decision(trace, 1), EventKey(0, 0, 1, "policy"))
+            await policy.aclose()
+
+        asyncio.run(main())
+        body = _chat_bodies(server)[0]
+    assert body["temperature"] == 1.3 and "top_p" not in body
+    assert "rejects temperature with top_p" in capsys.readouterr().err
+
+
+def test_distinct_seeds_per_sample_and_reproducible_draws() -> None:
+    trace = load_trace(TRACE)
+    with _refund_server() as server:
+        policy = OpenAIPolicy("support-refund", trace, options=_options(server))
+        keys = [EventKey(5, r, 1, "policy") for r in range(16)]
+
+        async def main() -> list[str]:
+            d = _decision(trace, 1)
+            out = await asyncio.gather(*(policy.act(d, k) for k in keys))
+            again = await asyncio.gather(*(policy.act(d, k) for k in keys))
+            await policy.aclose()
+            assert [a.signature() for a in out] == [a.signature() for a in again]
+            return [a.text for a in out]
+
+        texts = asyncio.run(main())
+        seeds = [b["seed"] for b in _chat_bodies(server)]
+    assert len(set(seeds[:16])) == 16
+    assert len(set(texts)) == 2  # both plans occur: the samples are not copies
+
+
+def test_without_seed_samples_merge_into_n_requests() -> None:
+    trace = load_trace(TRACE)
+    with _refund_server(seed="reject") as server:
+        policy = OpenAIPolicy("support-refund", trace, options=_options(server))
+
+        async def main() -> list[car.Action]:
+            d = _decision(trace, 1)
+            out = await asyncio.gather(*(policy.act(d, EventKey(0, r, 1, "p")) for r in range(10)))
+            await policy.aclose()
+            return list(out)
+
+        actions = asyncio.run(main())
+        bodies = _chat_bodies(server)
+    assert len(actions) == 10
+    assert sum(int(b.get("n", 1)) for b in bodies) == 10
+    assert len(bodies) < 10 and all("seed" not in b for b in bodies)
+
+
+def test_without_seed_or_n_each_sample_is_its_own_request() -> None:
+    trace = load_trace(TRACE)
+    with _refund_server(seed="reject", n="reject") as server:
+        policy = OpenAIPolicy("support-refund", trace, options=_options(server))
+
+        async def main() -> None:
+            d = _decision(trace, 1)
+            await asyncio.gather(*(policy.act(d, EventKey(0, r, 1, "p")) for r in range(6)))
+            await policy.aclose()
+
+        asyncio.run(main())
+        bodies = _chat_bodies(server)
+    assert len(bodies) == 6 and all("n" not in b and "seed" not in b for b in bodies)
+
+
+def test_model_defaults_to_the_recorded_one_and_warns_on_override(capsys: Any) -> None:
+    trace = _with_sampling(load_trace(TRACE), Sampling(model="support-refund"))
+    with _refund_server() as server:
+        OpenAIPolicy(None, trace, options=_options(server))
+        assert "recorded" not in capsys.readouterr().err
+        OpenAIPolicy("gpt-other", trace, options=_options(server))
+        err = capsys.readouterr().err
+    assert "replaying with model 'gpt-other'" in err and "'support-refund'" in err
+    with pytest.raises(InputError, match="records no model"):
+        OpenAIPolicy(None, load_trace(TRACE), options=BackendOptions(base_url="http://127.0.0.1:9"))
+
+
+def test_openai_needs_a_key_only_at_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(InputError, match="set OPENAI_API_KEY"):
+        make_http(BackendOptions())
+    make_http(BackendOptions(base_url="http://127.0.0.1:8000/v1"))  # local servers need none
+    with pytest.raises(InputError, match="MY_KEY"):
+        make_http(BackendOptions(base_url="http://127.0.0.1:8000/v1", api_key_env="MY_KEY"))
+
+
+# -- Anthropic wire format --------------------------------------------------------------------------
+def test_anthropic_request_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-test-0000-secret")
+    trace = _with_sampling(load_trace(TRACE), Sampling(temperature=0.5))
+    with _refund_server(api_key="ak-test-0000-secret") as server:
+        opts = BackendOptions(base_url=server.anthropic_url, backoff_base=0.01)
+        policy = AnthropicPolicy("support-refund", trace, options=opts)
+
+        async def main() -> car.Action:
+            try:
+                return await policy.act(_decision(trace, 2), EventKey(0, 0, 2, "policy"))
+            finally:
+                await policy.aclose()
+
+        action = asyncio.run(main())
+        (path, body), *_ = server.requests
+    assert path == "/v1/messages"
+    assert body["system"] == trace.actors[0].system_prompt
+    assert body["max_tokens"] == 1024 and body["temperature"] == 0.5
+    assert "top_p" not in body and "seed" not in body
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert body["messages"][1]["content"][0] == {
+        "type": "tool_use",
+        "id": "call_lookup",
+        "name": "lookup_order",
+        "input": {"order_id": "A-1042"},
+    }
+    assert body["messages"][2]["content"][0]["type"] == "tool_result"
+    assert body["tools"][1]["input_schema"]["properties"]["amount"] == {"type": "number"}
+    assert action.tool_calls and action.tool_calls[0].arguments["order_id"] == "A-1042"
+
+
+def test_anthropic_drops_top_p_when_the_pair_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = _with_sampling(load_trace(TRACE), Sampling(temperature=0.5, top_p=0.9))
+    with _refund_server(temperature_with_top_p=False) as server:
+        opts = BackendOptions(base_url=server.anthropic_url, backoff_base=0.01)
+        policy = AnthropicPolicy("support-refund", trace, options=opts)
+
+        async def main() -> None:
+            d = _decision(trace, 1)
+            for r in range(3):
+                await policy.act(d, EventKey(0, r, 1, "policy"))
+            await policy.aclose()
+
+        asyncio.run(main())
+        bodies = [b for _, b in server.requests]
+    assert "top_p" in bodies[0]  # both were recorded: sent together first
+    assert all("top_p" not in b for b in bodies[1:])
+    assert len(bodies) == 4
+
+
+def test_configure_is_scoped() -> None:
+    from car.backends.options import current
+
+    with configure(base_url="http://x/v1", timeout=3.0):
+        assert current().base_url == "http://x/v1" and current().timeout == 3.0
+    assert current().base_url is None
