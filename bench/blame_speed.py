@@ -3,8 +3,10 @@
     python -m bench.blame_speed            # prints a Markdown table
 
 The simulated policies and environments cost next to nothing, so the CPU measured here is car's own
-overhead per step (context building, keyed randomness, bookkeeping); with a real model the time is
-dominated by the backend. Wall time of the command includes interpreter start-up and imports.
+overhead per step (context building, keyed randomness, bookkeeping, estimation); with a real model the
+time is dominated by the backend. Default settings, so traces with shared credit also run the Shapley
+fallback (up to 1000 rollouts). Wall time of the command includes interpreter start-up and imports;
+the command runs with `--no-store` so that every repetition computes afresh.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def measure(path: Path) -> dict[str, float]:
     for _ in range(3):
         w0 = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "car", "blame", str(path)], check=True, capture_output=True
+            [sys.executable, "-m", "car", "blame", str(path), "--no-store"],
+            check=True,
+            capture_output=True,
         )
         cmd.append(time.perf_counter() - w0)
     return {

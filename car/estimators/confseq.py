@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize
 from scipy.special import betaln
 
 __all__ = [
@@ -56,6 +55,8 @@ def bernoulli_cs(successes: int, n: int, alpha: float) -> tuple[float, float]:
     """The (1 - alpha) anytime-valid interval for a Bernoulli mean after `successes` in `n` draws."""
     if n == 0:
         return 0.0, 1.0
+    from scipy import optimize  # here, not at import: scipy.optimize adds most of a second to start-up
+
     threshold = math.log(1 / alpha)
 
     def excess(p: float) -> float:

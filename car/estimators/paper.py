@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+from car.stats import z_upper
 
 __all__ = [
     "PaperContrastive",
@@ -98,5 +99,5 @@ def paper_shapley(orders: np.ndarray, values: np.ndarray, *, level: float = 0.95
     marginals[rows, orders] = steps
     phi = marginals.mean(axis=0)
     se = marginals.std(axis=0, ddof=1) / np.sqrt(w) if w > 1 else np.full(n, np.inf)
-    z = float(sps.norm.isf((1 - level) / 2))
+    z = z_upper((1 - level) / 2)
     return PaperShapley(phi, phi - z * se, phi + z * se, w, level)

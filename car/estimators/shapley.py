@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+from car.stats import t_upper, z_upper
 
 __all__ = [
     "ShapleyEstimate",
@@ -225,7 +226,7 @@ def estimate_exact(
         phi[i] = float(c @ means)
         var[i] = float((c * c) @ variances)
     se = np.sqrt(var)
-    z = float(sps.norm.isf((1 - level) / 2))
+    z = z_upper((1 - level) / 2)
     return ShapleyEstimate(
         phi,
         phi - z * se,
@@ -291,7 +292,7 @@ def estimate_walks(
         scale = float(np.abs(units).max())
         s2 = np.maximum(s2, scale * scale / (pairs + 1))
     se = np.sqrt(s2 / pairs)
-    t = float(sps.t.isf((1 - level) / 2, pairs - 1))
+    t = t_upper((1 - level) / 2, pairs - 1)
     ends = values[np.repeat(ok, 2)]
     none = ends[0::2, 0]
     return ShapleyEstimate(
