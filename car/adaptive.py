@@ -22,7 +22,6 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -251,7 +250,7 @@ async def blame_adaptive_async(
     rollouts (default: 32 per decision step); `target_width` stops once every still-open step's
     effect interval has at most this half-width.
     """
-    from car.blame import _gather_limited, _report, _settle, prepare
+    from car.blame import _report, _settle, match_draws, prepare
 
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
@@ -269,20 +268,7 @@ async def blame_adaptive_async(
             batch=concurrency,
             progress=progress,
         )
-        m = len(decisions)
-        match_jobs = [
-            partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
-        ]
-        try:
-            actions = await _gather_limited(match_jobs, concurrency, lambda: None)
-        except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
-            actions = []
-            replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
-        matches = np.zeros((m, match_samples), dtype=bool)
-        for i, a in enumerate(actions):
-            k, j = divmod(i, match_samples)
-            matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
-        have = len(actions) == m * match_samples and match_samples > 0
+        matches = await match_draws(replay, match_samples, concurrency, lambda: None)
         report = _report(
             trace,
             path,
@@ -291,7 +277,7 @@ async def blame_adaptive_async(
             [],
             run.factual,
             run.arms,
-            matches if have else None,
+            matches,
             samples=int((~np.isnan(run.arms)).sum(axis=1).min()) if run.arms.size else 0,
             match_samples=match_samples,
             seed=seed,

@@ -204,22 +204,9 @@ async def blame_async(
                 progress("rollouts", done, total)
 
         rollouts = await _gather_limited(jobs, concurrency, tick)
-        match_jobs: list[Callable[[], Awaitable[Action]]] = [
-            partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
-        ]
-        try:
-            actions = await _gather_limited(match_jobs, concurrency, tick)
-        except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
-            actions = []
-            replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
-
+        matches = await match_draws(replay, match_samples, concurrency, tick)
         factual = np.array([_value(r) for r in rollouts[:factual_reps]])
         arms = np.array([_value(r) for r in rollouts[factual_reps:]]).reshape(m, samples)
-        matches = np.zeros((m, match_samples), dtype=bool)
-        for i, a in enumerate(actions):
-            k, j = divmod(i, match_samples)
-            matches[k, j] = a.signature() == trace.steps[decisions[k]].action.signature()
-        have_matches = len(actions) == m * match_samples and match_samples > 0
         report = _report(
             trace,
             path,
@@ -228,7 +215,7 @@ async def blame_async(
             rollouts,
             factual,
             arms,
-            matches if have_matches else None,
+            matches,
             samples=samples,
             match_samples=match_samples,
             seed=seed,
@@ -284,6 +271,28 @@ async def _settle(comps: _Components) -> list[str]:
         if callable(close):
             await close()
     return notes
+
+
+async def match_draws(
+    replay: Replay, match_samples: int, concurrency: int, tick: Callable[[], None]
+) -> np.ndarray | None:
+    """Draw `match_samples` actions at each decision's recorded context; True where the draw's
+    signature equals the recorded action's. None when not measured (no draws, or the policy failed)."""
+    trace = replay.trace
+    decisions = trace.decision_steps
+    jobs: list[Callable[[], Awaitable[Action]]] = [
+        partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
+    ]
+    try:
+        actions = await _gather_limited(jobs, concurrency, tick)
+    except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
+        replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
+        return None
+    if match_samples == 0:
+        return None
+    recorded = [trace.steps[d].action.signature() for d in decisions]
+    matches = np.array([a.signature() for a in actions]).reshape(len(decisions), match_samples)
+    return np.asarray(matches == np.array(recorded)[:, None])
 
 
 def _value(r: Rollout) -> float:
