@@ -61,7 +61,14 @@ def _jobs(quick: bool) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], li
         shapley = [(Case("planted-and"), m, 480, 50) for m in ("paper-1", "paper-1-shared")]
     else:
         for case in (Case("planted-and"), Case("planted-or"), Case("mediated"), Case("cascade")):
-            for m in ("paper-1", "paper-12", "paper-1-shared"):
+            for m in (
+                "paper-1",
+                "paper-12",
+                "paper-1-shared",
+                "car-exact",
+                "car-walks",
+                "car-walks-shared",
+            ):
                 shapley.append((case, m, 960, 50))
         shapley.append((Case("planted-and"), "paper-12", 7680, 30))  # the paper's headline budget
     return grid, certify, shapley
@@ -141,7 +148,7 @@ def render(
         )
     out += [
         "",
-        "## Shapley credit (the paper's estimator; car's joins with one `bench.credit.register` call)",
+        "## Shapley credit (the paper's estimators and car's, seed-matched)",
         "",
         "rmse of phi; share error: mean |phi_i / sum phi - true share|; coverage and width of the "
         "nominal 95% intervals; `-shared`: one replicate per walk shared by its coalitions.",

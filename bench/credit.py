@@ -1,9 +1,9 @@
-"""Shapley credit on planted models: the paper's permutation estimator now, car's own once registered.
+"""Shapley credit on planted models: the paper's permutation estimator and car's own, side by side.
 
 A Shapley method is a function `(game, budget, rng) -> ShapleyEstimate`; `Game` runs rollouts of
-"hold these players, resample the rest" through the real replay engine and counts them. To put car's
-estimator (`car.estimators.shapley`) side by side, add one entry to `SHAPLEY` with an adapter that
-plans its coalitions, values them with `game.values(...)` and calls the pure estimator.
+"hold these players, resample the rest" through the real replay engine and counts them. car's
+estimators run through `car.shapley.run_shapley` on the game's replay; another method joins the tables
+with `register(name, method)`.
 """
 
 from __future__ import annotations
@@ -89,10 +89,35 @@ def _paper(
     return method
 
 
+def _car(method: str, shared: bool) -> Callable[[Game, int, np.random.Generator], ShapleyEstimate]:
+    """car's own Shapley estimators (`car.shapley.run_shapley`) on the suite's game."""
+
+    def run(game: Game, budget: int, rng: np.random.Generator) -> ShapleyEstimate:
+        from car.shapley import Player, run_shapley
+
+        players = [Player(str(i), tuple(p)) for i, p in enumerate(game.players)]
+        result = asyncio.run(
+            run_shapley(
+                game.replay,
+                players,
+                method=method,
+                budget=budget,
+                shared_seeds=shared,  # type: ignore[arg-type]
+            )
+        )
+        est = result.estimate
+        return ShapleyEstimate(est.values, est.low, est.high, game.rollouts)
+
+    return run
+
+
 SHAPLEY: dict[str, Callable[[Game, int, np.random.Generator], ShapleyEstimate]] = {
     "paper-1": _paper(1, shared=False),
     "paper-12": _paper(12, shared=False),
     "paper-1-shared": _paper(1, shared=True),
+    "car-exact": _car("exact", shared=True),
+    "car-walks": _car("permutation", shared=False),
+    "car-walks-shared": _car("permutation", shared=True),
 }
 
 
