@@ -36,6 +36,7 @@ __all__ = [
     "WorkEstimate",
     "blame_many",
     "blame_many_async",
+    "deliver",
     "estimate_trace",
     "expand_paths",
     "in_shard",
@@ -425,6 +426,25 @@ def total_estimate(planned: Sequence[_Planned]) -> WorkEstimate:
     )
 
 
+def deliver(
+    result: TraceResult,
+    store: RolloutCache | None,
+    progress: BatchProgress | None,
+    on_result: Callable[[TraceResult], None] | None,
+) -> None:
+    """What happens to every finished trace, whatever executor ran it: its report is stored (so
+    `car report` can re-render it), the progress display hears of it, and the caller's callback runs."""
+    if isinstance(store, RolloutStore) and result.report is not None:
+        rep = result.report
+        store.put_result(
+            result_key(rep), rep.trace_id, rep.trace_path, rep.trace_hash, rep.model_dump_json()
+        )
+    if progress is not None:
+        progress.trace_finished(result)
+    if on_result is not None:
+        on_result(result)
+
+
 async def blame_many_async(
     paths: Sequence[str | Path],
     *,
@@ -453,15 +473,7 @@ async def blame_many_async(
 
     def finish(i: int, result: TraceResult) -> None:
         results[i] = result
-        if isinstance(store, RolloutStore) and result.report is not None:
-            rep = result.report
-            store.put_result(
-                result_key(rep), rep.trace_id, rep.trace_path, rep.trace_hash, rep.model_dump_json()
-            )
-        if progress is not None:
-            progress.trace_finished(result)
-        if on_result is not None:
-            on_result(result)
+        deliver(result, store, progress, on_result)
         if fail_fast and result.status != "ok":
             stop.set()
 

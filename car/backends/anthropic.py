@@ -17,7 +17,7 @@ from typing import Any
 
 from car.backends.common import api_key, resolve_model, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions, current
+from car.backends.options import BackendOptions, cache_config, current
 from car.backends.wire import action_from_anthropic, anthropic_messages, anthropic_tools
 from car.errors import BackendError
 from car.protocols import Decision
@@ -81,15 +81,7 @@ class AnthropicPolicy:
 
     @property
     def cache_config(self) -> dict[str, object]:
-        """What decides this policy's draws beyond its spec: stored rollouts are keyed by it."""
-        o = self.options
-        return {
-            "model": self.model,
-            "base_url": self.http.base_url,
-            "temperature": o.temperature,
-            "top_p": o.top_p,
-            "max_tokens": o.max_tokens,
-        }
+        return cache_config(self.model, self.http.base_url, self.options)
 
     async def act(self, decision: Decision, key: EventKey) -> Action:
         model = self.model or (decision.sampling.model if decision.sampling else None)

@@ -49,3 +49,14 @@ def configure(**changes: Any) -> Iterator[BackendOptions]:
         yield opts
     finally:
         _OPTIONS.reset(token)
+
+
+def cache_config(model: str | None, base_url: str, opts: BackendOptions) -> dict[str, object]:
+    """What decides a model-server policy's draws beyond its spec: stored rollouts are keyed by it."""
+    return {
+        "model": model,
+        "base_url": base_url,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "max_tokens": opts.max_tokens,
+    }

@@ -27,7 +27,7 @@ from car.batch import (
     TraceResult,
     _Planned,
     attribute_one,
-    result_key,
+    deliver,
 )
 from car.errors import InputError
 from car.runner import Runner
@@ -127,15 +127,7 @@ def run_ray(
 
         def finish(i: int, result: TraceResult) -> None:
             results[i] = result
-            if isinstance(store, RolloutStore) and result.report is not None:
-                rep = result.report
-                store.put_result(
-                    result_key(rep), rep.trace_id, rep.trace_path, rep.trace_hash, rep.model_dump_json()
-                )
-            if progress is not None:
-                progress.trace_finished(result)
-            if on_result is not None:
-                on_result(result)
+            deliver(result, store, progress, on_result)
 
         for i, item in enumerate(planned):
             if item.trace is None:
