@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from car.adaptive import RowRunner, run_adaptive
-from car.estimators.contrastive import estimate_contrastive
+from car.estimators.contrastive import PositionEstimate, estimate_contrastive
 from car.estimators.paper import paper_contrastive
 from car.replay import Plan, Replay
 from car.sim import make
@@ -91,15 +91,24 @@ def car_fixed(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
 
     arms, fact = asyncio.run(go())
     res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)
-    c = replay.counters
-    eff = res.positions
+    return _rep(res.locus, res.positions, replay)
+
+
+def _rep(
+    locus: int | None,
+    positions: Sequence[PositionEstimate],
+    replay: Replay,
+    certified: bool | None = None,
+) -> Rep:
+    """One replication's outcome: the locus, per-step effect intervals and what they cost."""
     return Rep(
-        res.locus,
-        np.array([p.effect.estimate for p in eff]),
-        np.array([p.effect.low for p in eff]),
-        np.array([p.effect.high for p in eff]),
-        c.rollouts,
-        c.policy_calls,
+        locus,
+        np.array([p.effect.estimate for p in positions]),
+        np.array([p.effect.low for p in positions]),
+        np.array([p.effect.high for p in positions]),
+        replay.counters.rollouts,
+        replay.counters.policy_calls,
+        certified,
     )
 
 
@@ -130,16 +139,7 @@ def car_rows(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
 
     arms, fact = asyncio.run(go())
     res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)
-    c = replay.counters
-    eff = res.positions
-    return Rep(
-        res.locus,
-        np.array([p.effect.estimate for p in eff]),
-        np.array([p.effect.low for p in eff]),
-        np.array([p.effect.high for p in eff]),
-        c.rollouts,
-        c.policy_calls,
-    )
+    return _rep(res.locus, res.positions, replay)
 
 
 def car_adaptive(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
@@ -148,16 +148,7 @@ def car_adaptive(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep
     run = asyncio.run(
         run_adaptive(replay, confidence=0.95, min_effect=min_effect, budget=budget, batch=8)
     )
-    pos = run.state.result.positions
-    return Rep(
-        run.state.locus,
-        np.array([p.effect.estimate for p in pos]),
-        np.array([p.effect.low for p in pos]),
-        np.array([p.effect.high for p in pos]),
-        replay.counters.rollouts,
-        replay.counters.policy_calls,
-        run.state.certified,
-    )
+    return _rep(run.state.locus, run.state.result.positions, replay, run.state.certified)
 
 
 CONTRASTIVE: dict[str, Callable[[Trace, int, int, float], Rep]] = {

@@ -164,16 +164,22 @@ def record(scenario: Scenario, *, seed: int = 0, max_attempts: int = 100_000) ->
             break
     else:  # pragma: no cover - the scenarios fail often enough
         raise RuntimeError(f"{scenario.name}: no canonical failure in {max_attempts} attempts")
+    steps = tuple(
+        Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations) for t in turns
+    )
+    return failing_trace(scenario, steps, seed)
+
+
+def failing_trace(scenario: Scenario, steps: tuple[Step, ...], seed: int) -> Trace:
+    """A recorded failing run of `scenario`: it names the scenario as its default components and
+    keeps the parameters that make `sim:NAME` reproduce it."""
     spec = f"sim:{scenario.name}"
     params = {k: scenario.p(k) for k in scenario.defaults}
     return Trace(
         id=f"{scenario.name}-{seed}",
         task=scenario.task,
         actors=scenario.actors,
-        steps=tuple(
-            Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations)
-            for t in turns
-        ),
+        steps=steps,
         outcome=Outcome(failed=True, label="failure", detail=scenario.summary),
         replay=ReplaySpecs(policy=spec, env=spec, scorer=spec),
         metadata={"sim": {"scenario": scenario.name, "params": params, "seed": seed}},

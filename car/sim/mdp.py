@@ -21,8 +21,8 @@ from typing import ClassVar
 
 from car.protocols import Turn
 from car.rng import EventKey
-from car.sim.base import Scenario, call
-from car.trace import Action, Actor, Observation, Outcome, ReplaySpecs, Step, Trace
+from car.sim.base import Scenario, call, failing_trace
+from car.trace import Action, Actor, Observation, Step, Trace
 
 __all__ = ["Corridor"]
 
@@ -122,25 +122,11 @@ class Corridor(Scenario):
                 break
         else:  # pragma: no cover - falls often enough
             raise RuntimeError("corridor: no failing run")
-        spec = f"sim:{self.name}"
-        return Trace(
-            id=f"{self.name}-{seed}",
-            task=self.task,
-            actors=self.actors,
-            steps=tuple(
-                Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations)
-                for t in turns
-            ),
-            outcome=Outcome(failed=True, label="failure", detail=self.summary),
-            replay=ReplaySpecs(policy=spec, env=spec, scorer=spec),
-            metadata={
-                "sim": {
-                    "scenario": self.name,
-                    "params": {k: self.p(k) for k in self.defaults},
-                    "seed": seed,
-                }
-            },
+        steps = tuple(
+            Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations)
+            for t in turns
         )
+        return failing_trace(self, steps, seed)
 
     # -- exact answers -----------------------------------------------------------------------------
     def recorded_path(self) -> tuple[list[str], list[int]]:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from car.protocols import Turn
-from car.sim.base import Scenario, say
-from car.trace import Action, Actor, Outcome, ReplaySpecs, Step, Trace
+from car.sim.base import Scenario, failing_trace, say
+from car.trace import Action, Actor, Step, Trace
 
 __all__ = [
     "PLANTED",
@@ -124,22 +124,7 @@ class BinaryModel(Scenario):
             )
         if self.fail_prob(rec) <= 0:
             raise ValueError(f"{self.name}: the recorded run cannot fail")
-        spec = f"sim:{self.name}"
-        return Trace(
-            id=f"{self.name}-{seed}",
-            task=self.task,
-            actors=self.actors,
-            steps=tuple(steps),
-            outcome=Outcome(failed=True, label="failure", detail=self.summary),
-            replay=ReplaySpecs(policy=spec, env=spec, scorer=spec),
-            metadata={
-                "sim": {
-                    "scenario": self.name,
-                    "params": {k: self.p(k) for k in self.defaults},
-                    "seed": seed,
-                }
-            },
-        )
+        return failing_trace(self, tuple(steps), seed)
 
     # -- exact answers ---------------------------------------------------------------------------
     def expected(self, held: frozenset[int]) -> float:
