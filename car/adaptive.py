@@ -29,8 +29,8 @@ import numpy as np
 
 from car.errors import InputError
 from car.estimators.sequential import LocusState, locus_state
-from car.protocols import Environment, Mode, Policy, Scorer, Turn
-from car.replay import Plan, Replay, Rollout
+from car.protocols import Environment, Policy, Scorer
+from car.replay import Plan, Replay
 from car.report import Adaptive, Report
 from car.trace import Trace
 
@@ -53,10 +53,6 @@ class RowRunner:
         self.decisions = trace.decision_steps
         self.m = len(self.decisions)
         self.n = len(trace.steps)
-        self.sigs = [
-            Turn(s.index, s.actor, s.action, s.observations, Mode.COPIED).signature()
-            for s in trace.steps
-        ]
         self.rollouts = 0
 
     def plan(self, arm: int) -> Plan:
@@ -68,18 +64,6 @@ class RowRunner:
 
     def _start(self, arm: int) -> int:
         return self.n if arm == self.m else self.decisions[arm]
-
-    def _agrees(self, rollout: Rollout, start: int) -> int:
-        """The first position at or after `start` where the rollout leaves the record."""
-        turns = rollout.turns
-        i = start
-        while i < self.n and i < len(turns) and turns[i].signature() == self.sigs[i]:
-            i += 1
-        if i == self.n and (len(turns) != self.n or rollout.truncated):
-            return self.n - 1  # same steps but the run went on: not the factual run
-        if i == len(turns) and i < self.n:
-            return i - 1  # the run ended early: an arm starting at i would still act there
-        return i
 
     async def row(self, arms: Sequence[int], replicate: int) -> tuple[dict[int, float], int]:
         """Observe `arms` (sorted) on `replicate`; returns {arm: value} and the rollouts it cost."""
@@ -95,7 +79,7 @@ class RowRunner:
             i += 1
             if rollout.status != "ok":
                 continue
-            reach = self._agrees(rollout, self._start(arm))
+            reach = self.replay.agrees(rollout, self._start(arm))
             # Arm j is this very rollout when the record was reproduced up to j's first change.
             while i < len(arms) and self._start(arms[i]) <= reach:
                 out[arms[i]] = value

@@ -180,6 +180,24 @@ class Replay:
         actor = rollout.turns[step].actor
         return await self._live(plan, rollout.replicate, turns, states, state, step, actor, 0)
 
+    def agrees(self, rollout: Rollout, start: int = 0) -> int:
+        """The first position at or after `start` where `rollout` leaves the record, turn for turn
+        (actions and observations); len(trace.steps) if it reproduced the whole recorded run.
+
+        A rollout that agrees up to position j *is* the rollout of any plan that holds every decision
+        before j and makes the same choices from j on, on the same replicate, draw for draw: such a plan
+        copies the record up to j, and from j on every draw is keyed by the same events.
+        """
+        turns, n = rollout.turns, len(self.trace.steps)
+        i = start
+        while i < n and i < len(turns) and turns[i].signature() == self._rec_sigs[i]:
+            i += 1
+        if i == n and (len(turns) != n or rollout.truncated):
+            return n - 1  # the same steps, but the run went on: not the recorded run
+        if i == len(turns) and i < n:
+            return i - 1  # the run ended early: a plan changing step i would still act there
+        return i
+
     async def sample_recorded(self, step: int, draw: int) -> Action:
         """Draw one action at the recorded context of `step` (for the action-match rate)."""
         rec = self.trace.steps[step]

@@ -547,10 +547,25 @@ async def _pair(
 async def _add_player(
     game: _Game, rollout: Rollout, player: Player, held: frozenset[int], replicate: int
 ) -> Rollout:
-    """The rollout for S + {player} from the rollout for S (a fork, or S's rollout itself)."""
-    trace = game.replay.trace
+    """The rollout for S + {player} from the rollout for S (a fork, or S's rollout itself).
+
+    S + {player} copies the record up to its first changed step. When the player's steps lie inside
+    that copied stretch, S's rollout stands for it only if it reproduced the record there turn for turn
+    (observations included: with a stochastic environment a live observation need not match the
+    recorded one); otherwise S + {player} is run afresh. Past the copied stretch both plans run live,
+    so S's rollout is S + {player}'s up to the first of the player's steps where it took another action,
+    and a fork there (the player's action forced, its later steps held) continues it exactly.
+    """
+    replay = game.replay
+    trace = replay.trace
+    plan = Plan.hold(held)
+    first = plan.first_change(trace)
+    if any(step < first for step in player.steps) and replay.agrees(rollout) < first:
+        return await game.run(plan, replicate)
     for step in player.steps:
         recorded = trace.steps[step]
+        if step < first:
+            continue  # reproduced above, observation included
         if step >= len(rollout.turns) or rollout.turns[step].actor != recorded.actor:
             continue  # holding by position has no effect where another actor (or nobody) acts
         if rollout.turns[step].action.signature() == recorded.action.signature():
@@ -559,9 +574,9 @@ async def _add_player(
         # a fresh replicate for everything drawn after the fork.
         base = replace(rollout, plan=Plan.hold(held - {step}), replicate=replicate)
         forked = await game.fork(base, step, recorded.action)
-        return replace(forked, plan=Plan.hold(held))
-    game.replay.counters.reused += 1
-    return replace(rollout, plan=Plan.hold(held), reused=True)
+        return replace(forked, plan=plan)
+    replay.counters.reused += 1
+    return replace(rollout, plan=plan, reused=True)
 
 
 def shared_sentence(players: Sequence[ShapleyPlayer], kind: PlayersKind) -> str:
