@@ -9,7 +9,7 @@ real replay engine and the simulated scenarios:
   (i)   CAR's configuration re-implemented from its description: antithetic pairs of orders (80
         orders and their reverses on AND), every coalition on every walk re-estimated with 12 fresh
         rollouts, v(empty) and v(N) included; a normal interval across walks.
-  (ii)  exact enumeration with allocation (`car.shapley`, method "exact").
+  (ii)  exact: every coalition on each replicate (`car.shapley`, method "exact").
   (iii) fork-walks, every fork continued on a fresh replicate (no shared seeds).
   (iv)  fork-walks with shared seeds (common random numbers along a walk; car's default).
 
@@ -170,7 +170,7 @@ def measure(pool: ProcessPoolExecutor, model: Model, method: str, budget: int, r
 
 LABELS = {
     "car": "(i) CAR configuration",
-    "exact": "(ii) exact + allocation",
+    "exact": "(ii) exact per replicate",
     "walks-fresh": "(iii) fork-walks, fresh seeds",
     "walks-shared": "(iv) fork-walks, shared seeds",
 }

@@ -81,7 +81,7 @@ def shapley_lines(report: Report) -> list[Text]:
         if sh.budget_reached
         else (f"target half-width {sh.target_width:g} met" if sh.target_width else "budget not reached")
     )
-    unit = "rollouts over coalitions" if sh.method == "exact" else "pairs of walks"
+    unit = "replicates" if sh.method == "exact" else "pairs of walks"
     cap = f" of {sh.budget_limit}" if sh.budget_limit is not None else ""
     return [
         Text(f"Shapley ({sh.method}, players: {sh.players_kind}) because ")

@@ -105,7 +105,8 @@ class ShapleyReport(_Model):
     budget_calls_limit: int | None = Field(default=None, description="the policy-call budget")
     level: float | None = Field(default=None, description="two-sided level of the intervals")
     units: int | None = Field(
-        default=None, description="rollouts over coalitions (exact) or pairs of walks (permutation)"
+        default=None,
+        description="independent units: replicates of the whole game (exact) or pairs of walks",
     )
     summary: str | None = Field(default=None, description="one sentence on who carries the credit")
     notes: list[str] = Field(default_factory=list)

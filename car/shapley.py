@@ -4,20 +4,25 @@ The game: players are groups of decision steps (one step each, all steps of one 
 user names); `v(S) = P(fail | hold the steps of S at their recorded actions, resample the rest)`.
 Decision steps that belong to no player are held (they are the background the question is asked in).
 
-- `exact`: every coalition S is run as `Plan.hold(...)` on its own replicates (a disjoint range per
-  coalition), so the v(S) estimates are independent and `car.estimators.shapley.estimate_exact`
-  gives phi with an exact linear variance. v(N) is the record copied: with a deterministic scorer it
-  is known after one scoring and no policy call, and gets no rollouts.
+- `exact`: every coalition S on each replicate. Coalitions are built in order of their players'
+  first steps, S from S minus its latest player, by the walks' fork rule below, so one replicate
+  costs one rollout per distinct run it contains (a coalition whose extra player drew its recorded
+  action is the smaller coalition's run itself, for free), at most 2^n. Each replicate gives the
+  exact Shapley value of its own game (`car.estimators.shapley.estimate_replicates`); replicates are
+  independent, so a Student-t interval across them is valid, and efficiency holds per replicate.
+  v(N) is the record copied: with a deterministic scorer it is known after one scoring and no policy
+  call, and gets no rollouts.
 - `permutation`: antithetic pairs of walks. A walk starts from the pair's v(empty) rollout and adds
   players in order; the rollout for S + {i} is a fork of the S rollout at i's first step whose action
   differs from the record, with i's later steps held (a fork is the S rollout itself when it already
   took i's recorded actions: zero cost). This is exact, not an approximation: the prefix before the
   fork has the same law under S and S + {i}, and past the fork the rollout follows S + {i}'s plan.
-  With shared seeds the continuation reuses the pair's replicate (common random numbers); without,
-  every fork continues on a fresh replicate. Pairs never share rollouts with each other.
+  Pairs never share rollouts with each other.
 
-Budgets are in rollouts (live runs; reused forks are free) and optionally in policy calls; work is
-only started when its worst case fits, so the budget is never exceeded.
+With shared seeds (the default) every fork continues on its replicate (common random numbers);
+without, on a fresh one. Budgets are in rollouts (live runs; reused forks are free) and optionally in
+policy calls; a replicate or pair is only started when its worst case fits, so the budget is never
+exceeded and no unit is cut short.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from statistics import NormalDist
 from typing import Literal
 
@@ -36,11 +40,8 @@ from car.errors import BudgetError, InputError
 from car.estimators.shapley import (
     MAX_EXACT_PLAYERS,
     ShapleyEstimate,
-    coalition_moments,
-    estimate_exact,
+    estimate_replicates,
     estimate_walks,
-    exact_sd,
-    plan_exact,
     plan_walks,
 )
 from car.replay import Plan, Replay, Rollout
@@ -49,7 +50,7 @@ from car.rng import EventKey
 from car.trace import Action, Trace
 
 __all__ = [
-    "EXACT_MIN_PER_COALITION",
+    "EXACT_MIN_REPLICATES",
     "Player",
     "PlayersKind",
     "ShapleyMethod",
@@ -67,13 +68,13 @@ PlayersKind = Literal["steps", "agents", "groups"]
 ShapleyMethod = Literal["exact", "permutation", "auto"]
 
 # Replicate ranges. Contrastive arms use 0..K-1 and match draws their own kind, so Shapley rollouts
-# live far above: coalition S, rollout j of the exact method is EXACT_BASE + S * 2^24 + j; pair p of
-# the walks is WALK_BASE + p (shared seeds) or WALK_BASE + p * 2^24 + fork number (fresh seeds).
+# live far above: replicate r of the exact method is EXACT_BASE + r, pair p of the walks WALK_BASE + p
+# (shared seeds), or base * 2^24 + fork number with fresh seeds.
 EXACT_BASE = 1 << 60
 WALK_BASE = 2 << 60
 _SLOT = 1 << 24
 
-EXACT_MIN_PER_COALITION = 8  # fewer rollouts per coalition than this and auto prefers walks
+EXACT_MIN_REPLICATES = 8  # auto prefers walks when fewer worst-case replicates fit
 _MIN_PAIRS = 4
 Progress = Callable[[str, int, int], None]
 
@@ -139,8 +140,8 @@ class ShapleyResult:
     errored: int
     budget_reached: bool
     target_width: float | None
-    units: int  # rollouts over coalitions (exact) or pairs of walks (permutation)
-    dropped: int = 0  # pairs of walks dropped for an errored rollout
+    units: int  # replicates (exact) or pairs of walks (permutation)
+    dropped: int = 0  # units dropped for an errored or unscorable rollout
     notes: list[str] = field(default_factory=list)
 
 
@@ -231,9 +232,10 @@ def _v(r: Rollout) -> float:
     return math.nan if r.value is None else r.value
 
 
-def exact_cost(n: int, v_all_known: bool, per_coalition: int = EXACT_MIN_PER_COALITION) -> int:
-    """Rollouts the exact method needs at the least (plus one scoring of the record)."""
-    return per_coalition * ((1 << n) - (1 if v_all_known else 0)) + (1 if v_all_known else 0)
+def exact_cost(n: int, v_all_known: bool, replicates: int = EXACT_MIN_REPLICATES) -> int:
+    """Rollouts `replicates` replicates of the exact method may need at worst (plus one scoring of
+    the record): every coalition a distinct run."""
+    return replicates * ((1 << n) - (1 if v_all_known else 0)) + (1 if v_all_known else 0)
 
 
 async def run_shapley(
@@ -274,7 +276,7 @@ async def run_shapley(
         step_cap=replay.step_cap,
     )
     if chosen == "exact":
-        return await _exact(game, spend, players_kind, v_known, target_width, level)
+        return await _exact(game, spend, players_kind, v_known, target_width, level, shared_seeds)
     return await _walks(game, spend, players_kind, v_known, target_width, level, shared_seeds)
 
 
@@ -321,7 +323,7 @@ def _budget_message(
         what += f" and up to {needed * step_cap} policy calls"
     limit = f"--budget {budget}" + (f" --budget-calls {calls}" if calls is not None else "")
     extra = (
-        f" ({EXACT_MIN_PER_COALITION} per coalition over 2^{n} coalitions)"
+        f" ({EXACT_MIN_REPLICATES} replicates of the 2^{n} coalitions, at worst)"
         if method == "exact" and n <= MAX_EXACT_PLAYERS
         else ""
     )
@@ -330,137 +332,31 @@ def _budget_message(
     return f"{method} Shapley over {n} players needs at least {what}{extra}; {limit} is too small"
 
 
-async def _record_value(game: _Game) -> float:
-    return _v(await game.run(Plan.hold(game.held((1 << game.n) - 1)), EXACT_BASE - 1))
+async def _known_record(game: _Game, v_known: bool) -> tuple[float | None, list[str]]:
+    """v(N) from one scoring of the record when the scorer is deterministic (None otherwise)."""
+    if not v_known:
+        return None, []
+    full = Plan.hold(game.held((1 << game.n) - 1))
+    value = _v(await game.run(full, EXACT_BASE - 1))
+    if math.isnan(value):
+        return None, ["the record could not be scored; v(N) is estimated by rollouts instead"]
+    return value, []
 
 
-async def _exact(
-    game: _Game,
+async def _rounds(
     spend: _Spend,
-    kind: PlayersKind,
-    v_known: bool,
+    worst: int,
     target: float | None,
-    level: float,
-) -> ShapleyResult:
-    n, size = game.n, 1 << game.n
-    full = size - 1
-    known: dict[int, float] = {}
-    notes: list[str] = []
-    if v_known:
-        value = await _record_value(game)
-        if math.isnan(value):
-            notes.append("the record could not be scored; v(N) is estimated by rollouts instead")
-        else:
-            known[full] = value
-    outcomes: list[list[float]] = [[] for _ in range(size)]
-    have = np.zeros(size, dtype=np.int64)
-    free = size - len(known)
-
-    async def run(counts: np.ndarray) -> None:
-        jobs: list[Callable[[], Awaitable[Rollout]]] = []
-        owners: list[int] = []
-        for m in np.flatnonzero(counts):
-            mask = int(m)
-            plan = Plan.hold(game.held(mask))
-            for j in range(int(have[mask]), int(have[mask] + counts[mask])):
-                jobs.append(partial(game.replay.run, plan, EXACT_BASE + mask * _SLOT + j))
-                owners.append(mask)
-        for owner, rollout in zip(owners, await game.gather(jobs), strict=True):
-            outcomes[owner].append(_v(rollout))
-        have[:] += counts
-
-    room = spend.room()
-    pilot = max(2, min(8, room // (4 * free)))
-    if pilot * free > room:  # only when the record could not be scored and v(N) needs rollouts
-        raise BudgetError(
-            f"exact Shapley over {n} players needs at least {pilot * free} more rollouts; "
-            f"{room} are left in the budget"
-        )
-    await run(plan_exact(n, pilot * free, known=list(known), minimum=pilot))
-    estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
-    rounds = 0
-    while True:
-        room = spend.room()
-        widest = float(estimate.half_width.max())
-        if target is not None and widest <= target:
-            break
-        if room < 1:
-            break
-        # Without a target: half the rest, then the rest, re-estimating each coalition's sd in
-        # between (the pilot alone over-feeds coalitions whose few rollouts all agreed).
-        spend_now = room if rounds >= 1 or room < 2 * free else room // 2
-        if target is not None:
-            # (half-width / target)^2 more of what was spent, a little over, capped by the budget.
-            grow = (widest / target) ** 2 - 1
-            spend_now = min(room, max(free, math.ceil(1.1 * grow * int(have.sum()))))
-        means = np.array([np.nanmean(o) if o else np.nan for o in outcomes])
-        sd = exact_sd(means, have)
-        counts = plan_exact(n, spend_now, known=list(known), sd=sd, minimum=0, already=have)
-        if counts.sum() == 0:
-            break
-        await run(counts)
-        estimate = _estimate_exact(outcomes, known, level, int(have.sum()))
-        rounds += 1
-        if target is None and rounds >= 2:
-            break
-    rollouts, calls, env_calls, reused, errored = spend.used()
-    met = target is not None and float(estimate.half_width.max()) <= target
-    return ShapleyResult(
-        "exact",
-        kind,
-        game.players,
-        estimate,
-        full in known,
-        rollouts,
-        calls,
-        env_calls,
-        reused,
-        errored,
-        budget_reached=not met and spend.room() < max(1, free // 8),
-        target_width=target,
-        units=int(have.sum()),
-        notes=notes,
-    )
-
-
-def _estimate_exact(
-    outcomes: list[list[float]], known: dict[int, float], level: float, units: int
-) -> ShapleyEstimate:
-    means, var, counts = coalition_moments([np.array(o) for o in outcomes], known)
-    if np.isnan(means).any():
-        raise BudgetError(
-            "exact Shapley: some coalition has no scorable rollout (every one errored); "
-            "check the backend, or raise --budget"
-        )
-    return estimate_exact(means, var, level=level, units=units, v_none_n=int(counts[0]))
-
-
-async def _walks(
-    game: _Game,
-    spend: _Spend,
-    kind: PlayersKind,
-    v_known: bool,
-    target: float | None,
-    level: float,
-    shared_seeds: bool,
-) -> ShapleyResult:
-    n = game.n
-    full = (1 << n) - 1
-    notes: list[str] = []
-    v_all: float | None = None
-    if v_known:
-        v_all = await _record_value(game)
-        if math.isnan(v_all):
-            notes.append("the record could not be scored; v(N) is estimated by rollouts instead")
-            v_all = None
-    worst = 2 * n - (1 if v_all is not None else 0)
-    orders: list[np.ndarray] = []
-    values: list[np.ndarray] = []
-    pairs = 0
+    fit: Callable[[], ShapleyEstimate | None],
+    start: Callable[[int, int], Awaitable[None]],
+) -> int:
+    """Start independent units (`start(first, count)`) in rounds, each unit only when the budget pays
+    its worst case, until the target half-width is met or nothing more fits; returns units started."""
+    started = 0
     estimate: ShapleyEstimate | None = None
     for _ in range(64):  # rounds; each spends a share of what is left
         affordable = spend.room() // worst
-        if affordable < 1 or (pairs == 0 and affordable < 2):
+        if affordable < 1 or (started == 0 and affordable < 2):
             break
         size = affordable
         if target is not None:
@@ -470,33 +366,34 @@ async def _walks(
                 widest = float(estimate.half_width.max())
                 if widest <= target:
                     break
-                size = min(
-                    affordable, max(2, math.ceil(1.1 * estimate.units * ((widest / target) ** 2 - 1)))
-                )
-        batch = await asyncio.gather(
-            *(_pair(game, pairs + k, full, v_all, shared_seeds) for k in range(size))
-        )
-        for o, v in batch:
-            orders.append(o)
-            values.append(v)
-        pairs += size
-        if len(values) >= 2:
-            try:
-                estimate = estimate_walks(np.concatenate(orders), np.concatenate(values), level=level)
-            except ValueError:
-                estimate = None
-    if estimate is None:
-        raise BudgetError(
-            "permutation Shapley: fewer than two pairs of walks completed (rollouts errored or the "
-            "budget is too small); check the backend, or raise --budget"
-        )
+                grow = (widest / target) ** 2 - 1
+                size = min(affordable, max(2, math.ceil(1.1 * estimate.units * grow)))
+        await start(started, size)
+        started += size
+        estimate = fit()
+    return started
+
+
+def _result(
+    method: Literal["exact", "permutation"],
+    game: _Game,
+    spend: _Spend,
+    kind: PlayersKind,
+    estimate: ShapleyEstimate,
+    v_all: float | None,
+    target: float | None,
+    worst: int,
+    started: int,
+    notes: list[str],
+) -> ShapleyResult:
     rollouts, calls, env_calls, reused, errored = spend.used()
     met = target is not None and float(estimate.half_width.max()) <= target
-    dropped = pairs - estimate.units
+    dropped = started - estimate.units
     if dropped:
-        notes.append(f"{dropped} pairs of walks dropped: a rollout on them errored")
+        unit = "replicates" if method == "exact" else "pairs of walks"
+        notes.append(f"{dropped} {unit} dropped: a rollout on them errored or could not be scored")
     return ShapleyResult(
-        "permutation",
+        method,
         kind,
         game.players,
         estimate,
@@ -512,6 +409,165 @@ async def _walks(
         dropped=dropped,
         notes=notes,
     )
+
+
+async def _exact(
+    game: _Game,
+    spend: _Spend,
+    kind: PlayersKind,
+    v_known: bool,
+    target: float | None,
+    level: float,
+    shared_seeds: bool,
+) -> ShapleyResult:
+    v_all, notes = await _known_record(game, v_known)
+    worst = (1 << game.n) - (1 if v_all is not None else 0)
+    rows: list[np.ndarray] = []
+
+    def fit() -> ShapleyEstimate | None:
+        if not rows:
+            return None
+        try:
+            return estimate_replicates(np.array(rows), level=level)
+        except ValueError:
+            return None
+
+    async def start(first: int, count: int) -> None:
+        rows.extend(
+            await asyncio.gather(
+                *(_replicate(game, r, v_all, shared_seeds) for r in range(first, first + count))
+            )
+        )
+
+    started = await _rounds(spend, worst, target, fit, start)
+    estimate = fit()
+    if estimate is None:
+        raise BudgetError(
+            "exact Shapley: fewer than two replicates completed (rollouts errored or the budget is "
+            "too small); check the backend, or raise --budget"
+        )
+    return _result("exact", game, spend, kind, estimate, v_all, target, worst, started, notes)
+
+
+async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: bool) -> np.ndarray:
+    """Replicate r: the outcome of every coalition (indexed by player bitmask; NaN if unscored).
+
+    Coalitions are built one at a time in order of their players' first steps. A coalition takes an
+    earlier rollout of this replicate when that rollout is its run draw for draw (`_stands_for`), and
+    is otherwise built from S minus its latest player (`_add_player`: a fork or a fresh run). So a
+    replicate costs one rollout per distinct run, as in a tree of forks.
+    """
+    n = game.n
+    full = (1 << n) - 1
+    order = sorted(range(n), key=lambda i: min(game.players[i].steps))
+    base = EXACT_BASE + (r if shared_seeds else r * _SLOT)
+    fresh = iter(range(1, _SLOT))
+    built: list[Rollout | None] = [None] * (1 << n)
+    out = np.full(1 << n, np.nan)
+    runs: list[tuple[Rollout, frozenset[int], int]] = []  # (rollout, its held steps, agreement)
+
+    def remember(run: Rollout, held: frozenset[int]) -> None:
+        if run.status == "ok":
+            runs.append((run, held, game.replay.agrees(run)))
+
+    held = game.held(0)
+    built[0] = empty = await game.run(Plan.hold(held), base)
+    out[0] = _v(empty)
+    remember(empty, held)
+    for bits in range(1, full + 1):
+        top = bits.bit_length() - 1
+        mask = sum(1 << order[j] for j in range(n) if bits >> j & 1)
+        if mask == full and v_all is not None:
+            out[mask] = v_all
+            continue
+        parent = built[bits & ~(1 << top)]
+        if parent is None or parent.status == "error":
+            continue  # the replicate is dropped
+        held = game.held(mask)
+        first = Plan.hold(held).first_change(game.replay.trace)
+        run = next(
+            (x for x, h, agreed in runs if _stands_for(game.replay, x, h, agreed, held, first)), None
+        )
+        if run is None:
+            rep = base if shared_seeds else base + next(fresh)
+            run = await _add_player(game, parent, game.players[order[top]], held, rep)
+            remember(run, held)
+        else:
+            game.replay.counters.reused += 1
+            run = replace(run, plan=Plan.hold(held), reused=True)
+        built[bits], out[mask] = run, _v(run)
+    return out
+
+
+def _stands_for(
+    replay: Replay,
+    run: Rollout,
+    held_run: frozenset[int],
+    agreed: int,
+    held: frozenset[int],
+    first: int,
+) -> bool:
+    """Whether `run` (played holding `held_run`) is the run of `Plan.hold(held)` draw for draw.
+
+    It must have reproduced the record up to the plan's first changed step (the plan copies that
+    part), and from there the two plans may differ only where `run` resampled and drew the recorded
+    action (or where holding had no effect: past its end, or another actor acting).
+    """
+    if agreed < first:
+        return False
+    trace = replay.trace
+    for d in trace.decision_steps:
+        if d < first or (d in held) == (d in held_run):
+            continue
+        if d >= len(run.turns) or run.turns[d].actor != trace.steps[d].actor:
+            continue
+        if d in held_run:
+            return False  # the run held d; the plan would draw there
+        if run.turns[d].action.signature() != trace.steps[d].action.signature():
+            return False
+    return True
+
+
+async def _walks(
+    game: _Game,
+    spend: _Spend,
+    kind: PlayersKind,
+    v_known: bool,
+    target: float | None,
+    level: float,
+    shared_seeds: bool,
+) -> ShapleyResult:
+    n = game.n
+    full = (1 << n) - 1
+    v_all, notes = await _known_record(game, v_known)
+    worst = 2 * n - (1 if v_all is not None else 0)
+    orders: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+
+    def fit() -> ShapleyEstimate | None:
+        if not values:
+            return None
+        try:
+            return estimate_walks(np.concatenate(orders), np.concatenate(values), level=level)
+        except ValueError:
+            return None
+
+    async def start(first: int, count: int) -> None:
+        batch = await asyncio.gather(
+            *(_pair(game, p, full, v_all, shared_seeds) for p in range(first, first + count))
+        )
+        for o, v in batch:
+            orders.append(o)
+            values.append(v)
+
+    started = await _rounds(spend, worst, target, fit, start)
+    estimate = fit()
+    if estimate is None:
+        raise BudgetError(
+            "permutation Shapley: fewer than two pairs of walks completed (rollouts errored or the "
+            "budget is too small); check the backend, or raise --budget"
+        )
+    return _result("permutation", game, spend, kind, estimate, v_all, target, worst, started, notes)
 
 
 async def _pair(

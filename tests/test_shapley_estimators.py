@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 
 from car.estimators.shapley import (
-    coalition_moments,
-    coefficient_norms,
-    estimate_exact,
+    coefficient_matrix,
+    estimate_replicates,
     estimate_walks,
-    plan_exact,
     plan_walks,
     popcounts,
     shapley_weights,
@@ -34,9 +32,10 @@ def random_table(n: int, rng: np.random.Generator) -> np.ndarray:
     [(and_game(), [0.455, 0.455, 0.0]), (or_game(), [0.245, 0.245, 0.0]), (pivot_game(), [0, 0.7, 0])],
 )
 def test_exact_on_closed_forms(game, truth) -> None:  # type: ignore[no-untyped-def]
-    est = estimate_exact(table(3, game), np.zeros(8))
+    # Every replicate the same game: the estimate is its Shapley value, the interval only the floor.
+    est = estimate_replicates(np.tile(table(3, game), (10, 1)))
     assert est.values == pytest.approx(truth, abs=1e-12)
-    assert est.low == pytest.approx(est.values) and est.high == pytest.approx(est.values)
+    assert est.units == 10 and (est.low <= est.values).all() and (est.values <= est.high).all()
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
@@ -45,15 +44,16 @@ def test_exact_matches_brute_force_on_random_games(n: int) -> None:
     for _ in range(5):
         v = random_table(n, rng)
         brute = brute_shapley(n, lambda s, v=v: float(v[sum(1 << i for i in s)]))
-        assert estimate_exact(v, np.zeros(1 << n)).values == pytest.approx(brute, abs=1e-12)
+        assert coefficient_matrix(n) @ v == pytest.approx(brute, abs=1e-12)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 9, 14])
 def test_exact_efficiency_to_float_precision(n: int) -> None:
     rng = np.random.default_rng(100 + n)
-    v = random_table(n, rng)
-    est = estimate_exact(v, rng.random(1 << n) * 1e-3)
-    assert abs(est.values.sum() - (v[-1] - v[0])) < 1e-12
+    v = rng.random((4, 1 << n))
+    est = estimate_replicates(v)
+    assert abs(est.values.sum() - (est.v_all - est.v_none)) < 1e-12
+    assert (v @ coefficient_matrix(n).T).sum(axis=1) == pytest.approx(v[:, -1] - v[:, 0], abs=1e-12)
     assert est.total == pytest.approx(est.values.sum())
 
 
@@ -62,9 +62,9 @@ def test_symmetry_and_null_player() -> None:
     def v(s: frozenset[int]) -> float:
         return {0: 0.1, 1: 0.4, 2: 1.0}[len(s - {1})]
 
-    est = estimate_exact(table(3, v), np.full(8, 1e-4))
-    assert est.values[0] == pytest.approx(est.values[2], abs=1e-15)
-    assert est.values[1] == pytest.approx(0.0, abs=1e-15)
+    phi = coefficient_matrix(3) @ table(3, v)
+    assert phi[0] == pytest.approx(phi[2], abs=1e-15)
+    assert phi[1] == pytest.approx(0.0, abs=1e-15)
     walks = estimate_walks(*all_orders_values(3, v))
     assert walks.values[0] == pytest.approx(walks.values[2], abs=1e-12)
     assert walks.values[1] == 0.0
@@ -137,39 +137,22 @@ def test_weights_and_norms() -> None:
         assert sum(comb(n - 1, s) * w[s] for s in range(n)) == pytest.approx(1.0)
     sizes = popcounts(4)
     assert list(sizes[:8]) == [0, 1, 1, 2, 1, 2, 2, 3]
-    norms = coefficient_norms(3)
-    assert norms[0] == pytest.approx(3 * (1 / 3) ** 2)
-    assert norms[1] == pytest.approx((1 / 3) ** 2 + 2 * (1 / 6) ** 2)
+    c = coefficient_matrix(3)
+    assert c[0, 0] == pytest.approx(-1 / 3) and c[0, 1] == pytest.approx(1 / 3)
+    assert c[0, 3] == pytest.approx(1 / 6) and c[0, 6] == pytest.approx(-1 / 3)
 
 
-def test_plan_exact_respects_budget_minimum_and_known() -> None:
-    counts = plan_exact(3, 100, known=[7], minimum=4)
-    assert counts.sum() == 100
-    assert counts[7] == 0
-    assert (counts[:7] >= 4).all()
-    # More rollouts where sqrt(sum c^2) * sd is larger.
-    sd = np.array([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.01, 0.0])
-    skewed = plan_exact(3, 200, known=[7], sd=sd, minimum=2)
-    assert skewed.sum() == 200 and skewed[6] == 2
-    top_up = plan_exact(3, 50, known=[7], sd=sd, minimum=0, already=skewed)
-    assert top_up.sum() == 50 and top_up[7] == 0
-    with pytest.raises(ValueError, match="cannot pay"):
-        plan_exact(3, 10, minimum=2)
-
-
-def test_exact_variance_is_the_linear_sum() -> None:
+def test_replicate_interval_is_student_t_across_replicates_with_the_floor() -> None:
     rng = np.random.default_rng(5)
-    var = rng.random(8) * 1e-2
-    est = estimate_exact(rng.random(8), var)
-    w = shapley_weights(3)
-    c0 = np.array([-w[0], w[0], -w[1], w[1], -w[1], w[1], -w[2], w[2]])  # player 0
-    assert est.se[0] == pytest.approx(np.sqrt((c0 * c0) @ var))
-
-
-def test_coalition_moments_are_cautious_about_unanimous_coalitions() -> None:
-    means, var, counts = coalition_moments([np.ones(10), np.array([0.0, 1.0, np.nan])], {})
-    assert list(counts) == [10, 2]
-    assert means[0] == 1.0 and var[0] > 0
-    assert means[1] == 0.5
-    means, var, _ = coalition_moments([np.ones(3), np.ones(3)], {1: 1.0})
-    assert var[1] == 0.0
+    v = (rng.random((30, 8)) < 0.5).astype(float)
+    v[3, 2] = np.nan  # an unscored rollout drops its replicate
+    est = estimate_replicates(v)
+    units = v[~np.isnan(v).any(axis=1)] @ coefficient_matrix(3).T
+    assert est.units == 29
+    assert est.values == pytest.approx(units.mean(axis=0))
+    assert est.se == pytest.approx(units.std(axis=0, ddof=1) / np.sqrt(29))
+    # A player whose every unit is 0 still gets an interval (the floor), not a point.
+    zero = estimate_replicates(np.tile([0.0, 0, 1, 1, 0, 0, 1, 1], (12, 1)))
+    assert zero.values[0] == 0.0 and zero.high[0] > 0.05
+    with pytest.raises(ValueError, match="two complete"):
+        estimate_replicates(v[:1])
