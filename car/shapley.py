@@ -32,7 +32,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -275,9 +275,7 @@ async def run_shapley(
         budget_calls=budget_calls,
         step_cap=replay.step_cap,
     )
-    if chosen == "exact":
-        return await _exact(game, spend, players_kind, v_known, target_width, level, shared_seeds)
-    return await _walks(game, spend, players_kind, v_known, target_width, level, shared_seeds)
+    return await _play(chosen, game, spend, players_kind, v_known, target_width, level, shared_seeds)
 
 
 def choose_method(
@@ -411,7 +409,8 @@ def _result(
     )
 
 
-async def _exact(
+async def _play(
+    method: Literal["exact", "permutation"],
     game: _Game,
     spend: _Spend,
     kind: PlayersKind,
@@ -420,33 +419,38 @@ async def _exact(
     level: float,
     shared_seeds: bool,
 ) -> ShapleyResult:
+    """Run independent units (whole-game replicates, or antithetic pairs of walks) in rounds."""
+    exact = method == "exact"
     v_all, notes = await _known_record(game, v_known)
-    worst = (1 << game.n) - (1 if v_all is not None else 0)
-    rows: list[np.ndarray] = []
+    known = 1 if v_all is not None else 0
+    worst = (1 << game.n) - known if exact else 2 * game.n - known
+    units: list[Any] = []
 
     def fit() -> ShapleyEstimate | None:
-        if not rows:
+        if not units:
             return None
         try:
-            return estimate_replicates(np.array(rows), level=level)
+            if exact:
+                return estimate_replicates(np.array(units), level=level)
+            orders, values = zip(*units, strict=True)
+            return estimate_walks(np.concatenate(orders), np.concatenate(values), level=level)
         except ValueError:
             return None
 
     async def start(first: int, count: int) -> None:
-        rows.extend(
-            await asyncio.gather(
-                *(_replicate(game, r, v_all, shared_seeds) for r in range(first, first + count))
-            )
-        )
+        unit = _replicate if exact else _pair
+        jobs = (unit(game, u, v_all, shared_seeds) for u in range(first, first + count))
+        units.extend(await asyncio.gather(*jobs))
 
     started = await _rounds(spend, worst, target, fit, start)
     estimate = fit()
     if estimate is None:
+        what = "replicates" if exact else "pairs of walks"
         raise BudgetError(
-            "exact Shapley: fewer than two replicates completed (rollouts errored or the budget is "
+            f"{method} Shapley: fewer than two {what} completed (rollouts errored or the budget is "
             "too small); check the backend, or raise --budget"
         )
-    return _result("exact", game, spend, kind, estimate, v_all, target, worst, started, notes)
+    return _result(method, game, spend, kind, estimate, v_all, target, worst, started, notes)
 
 
 async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: bool) -> np.ndarray:
@@ -528,53 +532,12 @@ def _stands_for(
     return True
 
 
-async def _walks(
-    game: _Game,
-    spend: _Spend,
-    kind: PlayersKind,
-    v_known: bool,
-    target: float | None,
-    level: float,
-    shared_seeds: bool,
-) -> ShapleyResult:
-    n = game.n
-    full = (1 << n) - 1
-    v_all, notes = await _known_record(game, v_known)
-    worst = 2 * n - (1 if v_all is not None else 0)
-    orders: list[np.ndarray] = []
-    values: list[np.ndarray] = []
-
-    def fit() -> ShapleyEstimate | None:
-        if not values:
-            return None
-        try:
-            return estimate_walks(np.concatenate(orders), np.concatenate(values), level=level)
-        except ValueError:
-            return None
-
-    async def start(first: int, count: int) -> None:
-        batch = await asyncio.gather(
-            *(_pair(game, p, full, v_all, shared_seeds) for p in range(first, first + count))
-        )
-        for o, v in batch:
-            orders.append(o)
-            values.append(v)
-
-    started = await _rounds(spend, worst, target, fit, start)
-    estimate = fit()
-    if estimate is None:
-        raise BudgetError(
-            "permutation Shapley: fewer than two pairs of walks completed (rollouts errored or the "
-            "budget is too small); check the backend, or raise --budget"
-        )
-    return _result("permutation", game, spend, kind, estimate, v_all, target, worst, started, notes)
-
-
 async def _pair(
-    game: _Game, p: int, full: int, v_all: float | None, shared_seeds: bool
+    game: _Game, p: int, v_all: float | None, shared_seeds: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """One antithetic pair of walks: orders (2, n) and values (2, n + 1)."""
     n = game.n
+    full = (1 << n) - 1
     order_rng = EventKey(game.replay.seed, WALK_BASE + p, 0, "shapley-order").generator()
     orders = plan_walks(n, 1, order_rng)
     base = WALK_BASE + (p if shared_seeds else p * _SLOT)
