@@ -31,6 +31,7 @@ class ShapleyEstimate:
     low: np.ndarray
     high: np.ndarray
     rollouts: int
+    used: str = ""  # the estimator car chose ("exact" or "permutation"), when it chose one
 
 
 class Game:
@@ -62,6 +63,10 @@ class Game:
     @property
     def rollouts(self) -> int:
         return self.replay.counters.rollouts
+
+    @property
+    def policy_calls(self) -> int:
+        return self.replay.counters.policy_calls
 
 
 def _paper(
@@ -106,7 +111,7 @@ def _car(method: str, shared: bool) -> Callable[[Game, int, np.random.Generator]
             )
         )
         est = result.estimate
-        return ShapleyEstimate(est.values, est.low, est.high, game.rollouts)
+        return ShapleyEstimate(est.values, est.low, est.high, game.rollouts, result.method)
 
     return run
 
@@ -115,7 +120,9 @@ SHAPLEY: dict[str, Callable[[Game, int, np.random.Generator], ShapleyEstimate]] 
     "paper-1": _paper(1, shared=False),
     "paper-12": _paper(12, shared=False),
     "paper-1-shared": _paper(1, shared=True),
-    "car-exact": _car("exact", shared=True),
+    # car as a user gets it: `auto` (exact when it fits the budget, else fork-walks).
+    "car": _car("auto", shared=False),
+    "car-shared": _car("auto", shared=True),
     "car-walks": _car("permutation", shared=False),
     "car-walks-shared": _car("permutation", shared=True),
 }
@@ -137,6 +144,8 @@ class ShapleyCell:
     coverage: float
     width: float
     rollouts: float
+    calls: float = math.nan
+    used: str = ""
 
 
 def shapley_cell(
@@ -147,7 +156,7 @@ def shapley_cell(
     groups = players if players else [[k] for k in range(model.size())]
     phi = np.array(shapley_values(model, groups))
     share = phi / phi.sum()
-    sq, err, cov, width, spent = 0.0, 0.0, 0, 0.0, []
+    sq, err, cov, width, spent, calls, used = 0.0, 0.0, 0, 0.0, [], [], set()
     for s in range(seed0, seed0 + reps):
         game = Game(case, s, groups)
         est = SHAPLEY[method](game, budget, np.random.default_rng([s, 11]))
@@ -157,6 +166,8 @@ def shapley_cell(
         cov += int(np.sum((est.low <= phi + 1e-12) & (phi - 1e-12 <= est.high)))
         width += float(np.mean(est.high - est.low))
         spent.append(est.rollouts)
+        calls.append(game.policy_calls)
+        used.add(est.used)
     k = len(phi)
     return ShapleyCell(
         case.name,
@@ -168,4 +179,6 @@ def shapley_cell(
         cov / (reps * k),
         width / reps,
         float(np.mean(spent)),
+        float(np.mean(calls)),
+        "/".join(sorted(u for u in used if u)),
     )

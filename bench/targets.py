@@ -107,7 +107,12 @@ def rollouts_to(cell: Any, target_rmse: float) -> float:
 
 
 def shapley_ratio_target(
-    cells: Sequence[Any], method: str, baseline: str, factor: float, target_rmse: float
+    cells: Sequence[Any],
+    method: str,
+    baseline: str,
+    factor: float,
+    target_rmse: float,
+    gating: bool = True,
 ) -> Target | None:
     """Median over cases of baseline / method rollouts to `target_rmse` must reach `factor`.
 
@@ -129,7 +134,8 @@ def shapley_ratio_target(
     med = statistics.median(ratios)
     return Target(
         f"Shapley rollouts to the headline precision ({method} vs {baseline})",
-        f"median ratio {med:.1f}x over {len(ratios)} cases",
+        f"median ratio {med:.1f}x over {len(ratios)} cases ({min(ratios):.1f}x to {max(ratios):.1f}x)",
         f">= {factor:g}x fewer",
         med >= factor,
+        gating,
     )

@@ -456,10 +456,11 @@ async def _play(
 async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: bool) -> np.ndarray:
     """Replicate r: the outcome of every coalition (indexed by player bitmask; NaN if unscored).
 
-    Coalitions are built one at a time in order of their players' first steps. A coalition takes an
-    earlier rollout of this replicate when that rollout is its run draw for draw (`_stands_for`), and
-    is otherwise built from S minus its latest player (`_add_player`: a fork or a fresh run). So a
-    replicate costs one rollout per distinct run, as in a tree of forks.
+    Coalitions are built one at a time in order of their players' first steps. With shared seeds a
+    coalition takes an earlier rollout of this replicate when that rollout is its run draw for draw
+    (`_stands_for`); otherwise it is built from S minus its latest player (`_add_player`: that
+    rollout itself, a fork, or a fresh run). With shared seeds a replicate so costs one rollout per
+    distinct run, as in a tree of forks.
     """
     n = game.n
     full = (1 << n) - 1
@@ -489,8 +490,12 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
             continue  # the replicate is dropped
         held = game.held(mask)
         first = Plan.hold(held).first_change(game.replay.trace)
+        # Only with shared seeds is an earlier rollout this coalition's own run on the replicate.
+        # With fresh seeds its draws past a fork are its own, and picking it because of them biases.
+        candidates = runs if shared_seeds else []
         run = next(
-            (x for x, h, agreed in runs if _stands_for(game.replay, x, h, agreed, held, first)), None
+            (x for x, h, agreed in candidates if _stands_for(game.replay, x, h, agreed, held, first)),
+            None,
         )
         if run is None:
             rep = base if shared_seeds else base + next(fresh)

@@ -110,4 +110,7 @@ def test_shapley_ratio_target_waits_for_both_methods_then_gates() -> None:
     assert t is not None and t.passed
     poor = [FakeShapley(c, "car", 960, 0.04) for c in ("and", "or", "mediated")]  # 2.25x
     t = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02)
-    assert t is not None and not t.passed
+    assert t is not None and not t.passed and t.gating
+    assert "2.2x to 2.2x" in t.measured
+    tracked = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02, gating=False)
+    assert tracked is not None and not tracked.passed and not tracked.gating
