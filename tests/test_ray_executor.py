@@ -66,3 +66,23 @@ def test_ray_reports_errors_as_records(local_ray: None, tmp_path: Path) -> None:
     planned = plan_batch([tmp_path / "broken.json", TRACES / "pivot.json"], opts)
     results = run_ray(options=opts, store=None, concurrency=2, planned=planned)
     assert [r.status for r in results] == ["input-error", "ok"]
+
+
+@pytest.mark.slow
+def test_ray_workers_get_the_drivers_backend_options(local_ray: None) -> None:
+    """`--base-url` and the other backend options reach the workers (they live in a context
+    variable of the driver, which a Ray task does not inherit by itself)."""
+    from car.backends.options import configure
+    from car.executors.ray import run_ray
+    from car.sim import scenario_for
+    from car.testing import LoopbackServer, ScenarioModel
+
+    opts = BatchOptions(policy="openai:support-refund", samples=4, match_samples=2)
+    model = ScenarioModel(scenario_for("support-refund"))
+    with LoopbackServer({"support-refund": model}) as server, configure(base_url=server.url):
+        planned = plan_batch([TRACES / "support-refund.json"], opts)
+        results = run_ray(options=opts, store=None, concurrency=2, planned=planned)
+    assert [r.status for r in results] == ["ok"], [r.error for r in results]
+    report = results[0].report
+    assert report is not None and report.specs.policy == "openai:support-refund"
+    assert report.budget.errored == 0

@@ -6,6 +6,8 @@
   what is already done), runs with an in-memory store, and ships back the rows it added; the driver
   writes them to SQLite as each task finishes. Randomness is keyed by event, so the reports are
   identical to the local executor's for the same seed.
+- Backend options (`--base-url`, key variable, timeouts, sampling overrides) live in a context
+  variable of the driver; each task takes them along and sets them in its worker.
 - Resumption is per finished trace: a driver killed mid-batch keeps every trace that finished, while
   the rollouts of traces still running on workers are recomputed on resume.
 
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
+from car.backends.options import BackendOptions, configure, current
 from car.batch import (
     BatchOptions,
     BatchProgress,
@@ -85,10 +89,12 @@ def _attribute_task(
     rows: dict[tuple[str, str], dict[str, Any]],
     slots: Any,
     concurrency: int,
+    backend: BackendOptions,
 ) -> tuple[TraceResult, list[tuple[str, str, str, str, dict[str, Any]]]]:
     memory = MemoryStore(rows)
     runner = Runner(memory, concurrency, limiter=_ActorLimiter(slots))
-    result = asyncio.run(attribute_one(path, trace, options, runner))
+    with configure(**asdict(backend)):
+        result = asyncio.run(attribute_one(path, trace, options, runner))
     return result, memory.added
 
 
@@ -124,6 +130,7 @@ def run_ray(
         results: list[TraceResult | None] = [None] * len(planned)
         refs: dict[Any, int] = {}
         budget = BudgetGuard(max_rollouts, max_policy_calls)
+        backend = current()  # the driver's --base-url and friends, for every worker
 
         def finish(i: int, result: TraceResult) -> None:
             results[i] = result
@@ -141,7 +148,7 @@ def run_ray(
             rows = store.rows_for(item.trace.content_hash()) if isinstance(store, RolloutStore) else {}
             if progress is not None:
                 progress.trace_started(item.path, need)
-            refs[task.remote(item.path, item.trace, options, rows, slots, concurrency)] = i
+            refs[task.remote(item.path, item.trace, options, rows, slots, concurrency, backend)] = i
 
         pending = list(refs)
         while pending:
