@@ -391,7 +391,7 @@ def plan_batch(
     shard: tuple[int, int] | None = None,
 ) -> list[_Planned]:
     """Load every trace (unreadable ones become error entries), keep this shard's, estimate each."""
-    from car.blame import _resolve
+    from car.blame import _resolve_scorer
 
     planned: list[_Planned] = []
     for path in expand_paths(paths):
@@ -407,8 +407,9 @@ def plan_batch(
             continue
         est: WorkEstimate | None = None
         try:
-            comps = _resolve(trace, options.policy, options.env, options.scorer)
-            est = estimate_trace(trace, options, comps.scorer.deterministic)
+            # Only the scorer's determinism matters here; the rest is built when the trace runs.
+            scorer = _resolve_scorer(trace, options.scorer)
+            est = estimate_trace(trace, options, scorer.deterministic)
         except CarError:
             est = estimate_trace(trace, options, True)  # the error surfaces when it runs
         planned.append(_Planned(path, trace, None, est))

@@ -62,17 +62,23 @@ def _resolve(
             "--policy path/to/policy.py@name, or an installed plugin)"
         )
     en = env if env is not None else (defaults.env if defaults and defaults.env else "recorded")
+    return _Components(
+        make_policy(pol, trace) if isinstance(pol, str) else pol,
+        make_env(en, trace) if isinstance(en, str) else en,
+        _resolve_scorer(trace, scorer),
+    )
+
+
+def _resolve_scorer(trace: Trace, scorer: str | Scorer | None) -> Scorer:
+    """The scorer to use: the one given, else the trace's; only the scorer is built."""
+    defaults = trace.replay
     sc = scorer if scorer is not None else (defaults.scorer if defaults else None)
     if sc is None:
         raise InputError(
             f"trace {trace.id!r} names no scorer: pass one (--scorer tool-called:NAME, "
             "--scorer 'regex:PATTERN', --scorer path/to/scorer.py@name)"
         )
-    return _Components(
-        make_policy(pol, trace) if isinstance(pol, str) else pol,
-        make_env(en, trace) if isinstance(en, str) else en,
-        make_scorer(sc, trace) if isinstance(sc, str) else sc,
-    )
+    return make_scorer(sc, trace) if isinstance(sc, str) else sc
 
 
 async def _gather_limited(

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from car.errors import InputError, SpecError
@@ -97,14 +98,19 @@ def _suggest(kind: str, spec: str) -> str:
     return f"; known: {', '.join(shown)}, or path/to/file.py@name"
 
 
-def _load_file_object(kind: str, spec: str) -> Any:
-    path_text, _, name = spec.rpartition("@")
-    path = Path(path_text)
-    if not name.isidentifier():
-        raise SpecError(f"{_WORD[kind]} {spec!r}: {name!r} is not a Python name (use FILE.py@NAME)")
-    if not path.is_file():
-        raise SpecError(f"{_WORD[kind]} {spec!r}: no such file {path_text!r}")
-    module_name = f"car_plugin_{abs(hash(str(path.resolve())))}"
+# Plugin files already executed, by resolved path and the file's size and mtime: a batch builds every
+# trace's components, and a plugin module runs once per process (again only when the file changes),
+# as an import would.
+_FILE_MODULES: dict[tuple[str, int, int], ModuleType] = {}
+
+
+def _file_module(kind: str, spec: str, path: Path, path_text: str) -> ModuleType:
+    resolved = path.resolve()
+    stat = resolved.stat()
+    key = (str(resolved), stat.st_size, stat.st_mtime_ns)
+    if key in _FILE_MODULES:
+        return _FILE_MODULES[key]
+    module_name = f"car_plugin_{abs(hash(str(resolved)))}"
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     if loader_spec is None or loader_spec.loader is None:
         raise SpecError(f"{_WORD[kind]} {spec!r}: cannot load {path_text!r} as Python")
@@ -116,6 +122,18 @@ def _load_file_object(kind: str, spec: str) -> Any:
         raise SpecError(
             f"{_WORD[kind]} {spec!r}: importing {path_text} failed: {type(exc).__name__}: {exc}"
         ) from exc
+    _FILE_MODULES[key] = module
+    return module
+
+
+def _load_file_object(kind: str, spec: str) -> Any:
+    path_text, _, name = spec.rpartition("@")
+    path = Path(path_text)
+    if not name.isidentifier():
+        raise SpecError(f"{_WORD[kind]} {spec!r}: {name!r} is not a Python name (use FILE.py@NAME)")
+    if not path.is_file():
+        raise SpecError(f"{_WORD[kind]} {spec!r}: no such file {path_text!r}")
+    module = _file_module(kind, spec, path, path_text)
     try:
         return getattr(module, name)
     except AttributeError:

@@ -463,12 +463,9 @@ def test_expand_paths(tmp_path: Path) -> None:
 
 def test_one_global_concurrency_limit_across_traces(work: Path) -> None:
     (work / "gauge.py").write_text(
-        "import asyncio, sys, types\n"
+        "import asyncio\n"
         "from car.sim import make\n"
-        "# the file is loaded once per trace: keep one gauge for all of them\n"
-        "STATE = sys.modules.setdefault('car_test_gauge', types.ModuleType('g')).__dict__\n"
-        "STATE.setdefault('now', 0)\n"
-        "STATE.setdefault('peak', 0)\n"
+        "STATE = {'now': 0, 'peak': 0}  # the file runs once per process: one gauge for all traces\n"
         "class Gauge:\n"
         "    spec = 'gauge'\n"
         "    def __init__(self, inner):\n"
@@ -493,6 +490,25 @@ def test_one_global_concurrency_limit_across_traces(work: Path) -> None:
     )
     # five traces at once, yet never more than 3 policy calls in flight: the limit is global
     assert gauge.STATE["peak"] == 3
+
+
+def test_a_plugin_file_runs_once_for_a_whole_batch(work: Path) -> None:
+    (work / "once.py").write_text(
+        "from pathlib import Path\n"
+        "from car.sim import make\n"
+        "with Path('imports.log').open('a') as fh:\n"
+        "    fh.write('imported\\n')\n"
+        "def policy(trace):\n"
+        "    return make('policy', trace.replay.policy.split(':', 1)[1], trace, trace.replay.policy)\n"
+    )
+    opts = BatchOptions(policy="once.py@policy", samples=4, match_samples=2)
+    results = blame_many([TRACES], options=opts, concurrency=2)
+    assert len(results) > 3 and all(r.status == "ok" for r in results)
+    assert (work / "imports.log").read_text().splitlines() == ["imported"]
+    # An edited file is a new plugin: it runs again.
+    (work / "once.py").write_text((work / "once.py").read_text() + "# edited\n")
+    blame_many([TRACES / "pivot.json"], options=opts)
+    assert (work / "imports.log").read_text().splitlines() == ["imported"] * 2
 
 
 def test_unwritable_output_prints_the_report_instead(
