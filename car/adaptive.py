@@ -37,7 +37,9 @@ from car.trace import Trace
 if TYPE_CHECKING:
     from car.runner import Runner
 
-__all__ = ["AdaptiveRun", "RowRunner", "blame_adaptive_async", "run_adaptive"]
+ROLLOUTS_PER_STEP = 32  # the default budget: this many rollouts per decision step
+
+__all__ = ["ROLLOUTS_PER_STEP", "AdaptiveRun", "RowRunner", "blame_adaptive_async", "run_adaptive"]
 
 Stop = Literal["certified", "target-width", "budget"]
 
@@ -239,7 +241,7 @@ async def blame_adaptive_async(
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
         decisions = trace.decision_steps
-        budget = 32 * len(decisions) if budget is None else budget
+        budget = ROLLOUTS_PER_STEP * len(decisions) if budget is None else budget
         _validate(confidence, budget, target_width)
         if concurrency < 1:
             raise InputError(f"--concurrency must be at least 1, got {concurrency}")

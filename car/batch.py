@@ -217,12 +217,18 @@ class WorkEstimate:
     match_draws: int
     policy_calls: int  # if rollouts follow the recorded length
     unreadable: int = 0
+    shapley_rollouts: int = 0  # at most this many more if credit is shared and Shapley runs
 
     def line(self) -> str:
         bad = f" ({self.unreadable} unreadable)" if self.unreadable else ""
+        more = (
+            f" (+ up to {self.shapley_rollouts} if credit is shared and Shapley runs)"
+            if self.shapley_rollouts
+            else ""
+        )
         return (
             f"estimate: {self.traces} trace{'s' if self.traces != 1 else ''}{bad}, "
-            f"{self.rollouts} rollouts, {self.match_draws} match draws, "
+            f"{self.rollouts} rollouts{more}, {self.match_draws} match draws, "
             f"~{self.policy_calls} policy calls (at the recorded lengths; stored rollouts are free)"
         )
 
@@ -265,13 +271,28 @@ class BudgetGuard:
 
 
 def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
+    """Rollouts, match draws and policy calls (at the recorded lengths) for one trace.
+
+    `--method shapley` adds its budget; under `auto` a Shapley run happens only when credit turns out
+    shared, so its budget is an upper bound (`shapley_rollouts`), shown but not reserved.
+    """
+    from car.adaptive import ROLLOUTS_PER_STEP
+    from car.shapley import DEFAULT_BUDGET
+
     decisions = trace.decision_steps
+    m = len(decisions)
+    draws = m * options.match_samples
+    if options.adaptive:
+        rollouts = options.budget if options.budget is not None else ROLLOUTS_PER_STEP * m
+        # A rollout resampled from decision k re-decides k and every later one: (m + 1) / 2 on average.
+        return WorkEstimate(1, rollouts, draws, rollouts * (m + 1) // 2 + draws)
     factual = 1 if deterministic_scorer else options.samples
-    rollouts = factual + len(decisions) * options.samples
-    # Resampling from decision k re-decides k and every later decision.
-    calls = sum(options.samples * (len(decisions) - i) for i in range(len(decisions)))
-    draws = len(decisions) * options.match_samples
-    return WorkEstimate(1, rollouts, draws, calls + draws)
+    rollouts = factual + m * options.samples
+    calls = sum(options.samples * (m - i) for i in range(m))
+    shapley = 0 if options.method == "contrastive" else (options.budget or DEFAULT_BUDGET)
+    if options.method == "shapley":
+        return WorkEstimate(1, rollouts + shapley, draws, calls + shapley * m + draws)
+    return WorkEstimate(1, rollouts, draws, calls + draws, shapley_rollouts=shapley)
 
 
 def result_key(report: Report) -> str:
@@ -424,6 +445,7 @@ def total_estimate(planned: Sequence[_Planned]) -> WorkEstimate:
         sum(e.match_draws for e in ests),
         sum(e.policy_calls for e in ests),
         sum(1 for p in planned if p.trace is None),
+        sum(e.shapley_rollouts for e in ests),
     )
 
 

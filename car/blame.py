@@ -27,7 +27,7 @@ from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Plan, Replay, Rollout
 from car.report import Budget, Estimate, Report, Specs, StepReport
-from car.shapley import ShapleyMethod
+from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import clopper_pearson
 from car.trace import Action, Trace
@@ -167,7 +167,7 @@ async def blame_async(
     method: Method = "auto",
     players: str = "steps",
     shapley_method: ShapleyMethod = "auto",
-    budget: int = 1000,
+    budget: int = DEFAULT_BUDGET,
     budget_calls: int | None = None,
     target_width: float | None = None,
 ) -> Report:

@@ -32,12 +32,13 @@ from rich.text import Text
 from car.batch import TraceResult
 from car.gates import worst
 from car.render import literal, render_json, render_table
-from car.report import Estimate, Report
+from car.report import Estimate, Report, ShapleyPlayer
 
 __all__ = [
     "BATCH_VERSION",
     "GITHUB_SUMMARY_LIMIT",
     "OutputFormat",
+    "credit_text",
     "escape_data",
     "escape_property",
     "fit_bytes",
@@ -69,13 +70,25 @@ def _pct(e: Estimate | None) -> str:
     return f"{e.estimate:.0%} [{e.low:.0%}, {e.high:.0%}]"
 
 
-def _credit(r: Report) -> str:
+def _credited(r: Report) -> list[ShapleyPlayer]:
+    """Shapley players whose credit is significantly above zero, largest first."""
+    if r.shapley is None:
+        return []
+    return sorted((p for p in r.shapley.players if p.low > 0), key=lambda p: -p.value)
+
+
+def credit_text(r: Report) -> str:
+    """Who is blamed, in a few words: the locus (and shared steps), or the Shapley split, or "-"."""
     if r.locus is not None:
         extra = [s for s in r.shared if s != r.locus]
         base = f"step {r.locus} ({r.locus_actor})"
         return base + (f"; shared with {', '.join(map(str, extra))}" if extra else "")
     if r.shared:
         return "shared: steps " + ", ".join(map(str, r.shared))
+    credited = _credited(r)
+    if credited:  # the contrastive estimator abstained and Shapley split the credit
+        shares = [f"{p.id} {p.share:.0%}" if p.share is not None else p.id for p in credited[:3]]
+        return "Shapley: " + ", ".join(shares) + (", ..." if len(credited) > 3 else "")
     return "-"
 
 
@@ -84,7 +97,10 @@ def _outcome(res: TraceResult) -> str:
     if r is None:
         return "error"
     if r.locus is None:
-        return "shared" if r.shared else "abstained"
+        if r.shared:
+            return "shared"
+        credited = _credited(r)
+        return "abstained" if not credited else ("shared" if len(credited) >= 2 else "blamed")
     return "shared" if len(r.shared) >= 2 else "blamed"
 
 
@@ -100,7 +116,7 @@ def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:
             {
                 "trace": res.label,
                 "outcome": _outcome(res),
-                "credit": _credit(r) if r is not None else (res.error or "-"),
+                "credit": credit_text(r) if r is not None else (res.error or "-"),
                 "confidence": conf,
                 "match": _pct(r.match_rate) if r is not None else "-",
                 "status": res.status,

@@ -20,6 +20,7 @@ from rich.progress import (
 from rich.text import Text
 
 from car.batch import TraceResult
+from car.outputs import credit_text
 from car.render import literal
 
 __all__ = ["HeartbeatProgress", "RichBatchProgress", "finished_line"]
@@ -29,10 +30,9 @@ def finished_line(result: TraceResult) -> str:
     r = result.report
     if r is None:
         what = result.error or result.status
-    elif r.locus is not None:
-        what = f"step {r.locus} ({r.locus_actor})"
     else:
-        what = "no decisive step"
+        credit = credit_text(r)
+        what = credit if credit != "-" else "no decisive step"
     gates = f"; gate: {'; '.join(result.gates)}" if result.gates else ""
     rollouts = f"; {r.budget.rollouts} rollouts ({result.stored_rollouts} stored)" if r else ""
     return f"{result.label}: {result.status}: {what}{gates}{rollouts}"

@@ -50,6 +50,7 @@ from car.rng import EventKey
 from car.trace import Action, Trace
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "EXACT_MIN_REPLICATES",
     "Player",
     "PlayersKind",
@@ -74,6 +75,7 @@ EXACT_BASE = 1 << 60
 WALK_BASE = 2 << 60
 _SLOT = 1 << 24
 
+DEFAULT_BUDGET = 1000  # rollouts per trace when Shapley runs and --budget is not given
 EXACT_MIN_REPLICATES = 8  # auto prefers walks when fewer worst-case replicates fit
 _MIN_PAIRS = 4
 Progress = Callable[[str, int, int], None]
@@ -244,7 +246,7 @@ async def run_shapley(
     *,
     players_kind: PlayersKind = "steps",
     method: ShapleyMethod = "auto",
-    budget: int = 1000,
+    budget: int = DEFAULT_BUDGET,
     budget_calls: int | None = None,
     target_width: float | None = None,
     level: float = 0.95,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -182,6 +183,8 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
     assert (
         out.startswith(f"estimate: {len(list(TRACES.glob('*.json')))} traces, ") and out.count("\n") == 1
     )
+    n = len(list(TRACES.glob("*.json")))
+    assert f"(+ up to {1000 * n} if credit is shared and Shapley runs)" in out
     # pivot needs 1 + 3 * 4 = 13 rollouts: 20 allows one trace of the two
     args = ["blame", PIVOT, str(TRACES / "and.json"), *FAST, "--max-rollouts", "20", "--format", "jsonl"]
     code, out, _ = run(args, capsys)
@@ -202,6 +205,24 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
     records = [json.loads(line) for line in out.splitlines()]
     assert sorted(r["status"] for r in records) == ["budget", "ok"] and code == 1
     assert any("--max-policy-calls 40" in (r["error"] or "") for r in records)
+
+
+def test_estimates_follow_the_method() -> None:
+    from car.batch import estimate_trace
+    from car.trace import load_trace
+
+    trace = load_trace(PIVOT)  # three decision steps
+    base = BatchOptions(samples=4, match_samples=2)
+    contrastive = estimate_trace(trace, replace(base, method="contrastive"), True)
+    assert (contrastive.rollouts, contrastive.shapley_rollouts) == (13, 0)
+    assert contrastive.policy_calls == 4 * (3 + 2 + 1) + 3 * 2
+    auto = estimate_trace(trace, replace(base, budget=300), True)
+    assert (auto.rollouts, auto.shapley_rollouts) == (13, 300)  # possible, shown, not reserved
+    shapley = estimate_trace(trace, replace(base, method="shapley", budget=300), True)
+    assert (shapley.rollouts, shapley.shapley_rollouts) == (313, 0)  # certain: reserved
+    adaptive = estimate_trace(trace, replace(base, adaptive=True), True)
+    assert adaptive.rollouts == 32 * 3 and adaptive.shapley_rollouts == 0
+    assert estimate_trace(trace, replace(base, adaptive=True, budget=50), True).rollouts == 50
 
 
 def test_cost_from_usage_and_prices(work: Path) -> None:
@@ -519,3 +540,16 @@ def test_unwritable_output_prints_the_report_instead(
     assert code == 2
     Report.model_validate_json(out)
     assert "blocker/r.json: cannot write the report" in err and "printed it instead" in err
+
+
+def test_summary_shows_shapley_credit_when_the_contrastive_estimator_abstained() -> None:
+    from car.outputs import summary_rows
+
+    # On OR the contrastive estimator abstains (either step alone suffices) and Shapley splits it.
+    opts = BatchOptions(samples=16, match_samples=2, budget=400)
+    (result,) = blame_many([TRACES / "or.json"], options=opts)
+    assert result.report is not None and result.report.locus is None
+    assert result.report.method == "shapley"
+    (row,) = summary_rows([result])
+    assert row["outcome"] == "shared"
+    assert row["credit"].startswith("Shapley: step ") and "step 0" in row["credit"]
