@@ -36,6 +36,7 @@ def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     # get a port an earlier one used, with other switches.
     openai_backend._CAPS.clear()
     http_backend._LIMITERS.clear()
+    http_backend._NOTICED.clear()  # notices print once per process; tests read them from stderr
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from car.backends.common import api_key, resolve_model, sampling_params
+from car.backends.common import ServerPolicy, api_key, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions, cache_config, current
+from car.backends.options import BackendOptions
 from car.backends.wire import action_from_anthropic, anthropic_messages, anthropic_tools
 from car.errors import BackendError
 from car.protocols import Decision
@@ -57,8 +57,10 @@ async def messages_call(http: HttpBackend, body: dict[str, Any]) -> Action:
     return action_from_anthropic([b for b in content if isinstance(b, dict)])
 
 
-class AnthropicPolicy:
+class AnthropicPolicy(ServerPolicy):
     """Draws actions from the Messages API. See the module docstring."""
+
+    kind = "anthropic"
 
     def __init__(
         self,
@@ -69,24 +71,15 @@ class AnthropicPolicy:
         options: BackendOptions | None = None,
         http: HttpBackend | None = None,
     ) -> None:
-        self.options = options or current()
-        self.model = resolve_model("anthropic", model, trace)
-        self.spec = spec or f"anthropic:{model or ''}"
-        self.http = http or anthropic_backend(self.options)
+        super().__init__(model, trace, spec, options, http, anthropic_backend)
         self._pair_rejected = False
         notice(
             f"{self.spec}: the Messages API has no seed: samples are independent and arms cannot "
             "share noise (common random numbers unavailable)"
         )
 
-    @property
-    def cache_config(self) -> dict[str, object]:
-        return cache_config(self.model, self.http.base_url, self.options)
-
     async def act(self, decision: Decision, key: EventKey) -> Action:
-        model = self.model or (decision.sampling.model if decision.sampling else None)
-        if not model:
-            raise BackendError(f"{self.spec}: step {decision.step} records no model; name one")
+        model = self.model_for(decision)
         system, messages = anthropic_messages(decision.messages())
         params = sampling_params(self.options, decision.sampling)
         body: dict[str, Any] = {
@@ -118,6 +111,3 @@ class AnthropicPolicy:
         if summary:
             out.append(summary)
         return out
-
-    async def aclose(self) -> None:
-        await self.http.aclose()

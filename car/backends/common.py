@@ -1,15 +1,53 @@
-"""What the OpenAI and Anthropic policies share: key lookup, model resolution, sampling parameters."""
+"""What the OpenAI and Anthropic policies share: key lookup, model resolution, sampling parameters,
+and the base class that holds a policy's options, model, spec and HTTP backend."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-from car.backends.http import notice
-from car.backends.options import BackendOptions
-from car.errors import InputError
+from car.backends.http import HttpBackend, notice
+from car.backends.options import BackendOptions, cache_config, current
+from car.errors import BackendError, InputError
+from car.protocols import Decision
 from car.trace import Sampling, Trace
 
-__all__ = ["api_key", "recorded_models", "resolve_model", "sampling_params"]
+__all__ = ["ServerPolicy", "api_key", "recorded_models", "resolve_model", "sampling_params"]
+
+
+class ServerPolicy:
+    """A policy served over HTTP: `kind:MODEL`, the run's backend options, one `HttpBackend`."""
+
+    kind: str = ""
+
+    def __init__(
+        self,
+        model: str | None,
+        trace: Trace | None,
+        spec: str | None,
+        options: BackendOptions | None,
+        http: HttpBackend | None,
+        make_http: Callable[[BackendOptions], HttpBackend],
+    ) -> None:
+        self.options = options or current()
+        self.model = resolve_model(self.kind, model, trace)
+        self.spec = spec or f"{self.kind}:{model or ''}"
+        self.http = http or make_http(self.options)
+
+    @property
+    def cache_config(self) -> dict[str, object]:
+        """What decides this policy's draws beyond its spec (stored rollouts are keyed by it)."""
+        return cache_config(self.model, self.http.base_url, self.options)
+
+    def model_for(self, decision: Decision) -> str:
+        """The model to ask at this step: the spec's, else the one the step recorded."""
+        model = self.model or (decision.sampling.model if decision.sampling else None)
+        if not model:
+            raise BackendError(f"{self.spec}: step {decision.step} records no model; name one")
+        return model
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
 
 
 def api_key(

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from car.backends.common import api_key, recorded_models, resolve_model, sampling_params
+from car.backends.common import ServerPolicy, api_key, recorded_models, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions, cache_config, current
+from car.backends.options import BackendOptions
 from car.backends.wire import action_from_openai, openai_messages, openai_tools
 from car.errors import BackendError
 from car.protocols import Decision
@@ -149,8 +149,10 @@ async def capabilities(http: HttpBackend, model: str) -> Capabilities:
     return caps
 
 
-class OpenAIPolicy:
+class OpenAIPolicy(ServerPolicy):
     """Draws actions from a Chat Completions server. See the module docstring."""
+
+    kind = "openai"
 
     def __init__(
         self,
@@ -161,24 +163,15 @@ class OpenAIPolicy:
         options: BackendOptions | None = None,
         http: HttpBackend | None = None,
     ) -> None:
-        self.options = options or current()
-        self.model = resolve_model("openai", model, trace)
-        self.spec = spec or f"openai:{model or ''}"
-        self.http = http or openai_backend(self.options)
+        super().__init__(model, trace, spec, options, http, openai_backend)
         self._recorded = recorded_models(trace)
         self._seen_models: set[str] = set()
         self._used: dict[str, Capabilities] = {}
         self._pending: dict[str, list[tuple[int, asyncio.Future[Action]]]] = {}
         self._flushing: set[asyncio.Task[None]] = set()
 
-    @property
-    def cache_config(self) -> dict[str, object]:
-        return cache_config(self.model, self.http.base_url, self.options)
-
     async def act(self, decision: Decision, key: EventKey) -> Action:
-        model = self.model or (decision.sampling.model if decision.sampling else None)
-        if not model:
-            raise BackendError(f"{self.spec}: step {decision.step} records no model; name one")
+        model = self.model_for(decision)
         caps = await capabilities(self.http, model)
         self._used[model] = caps
         body: dict[str, Any] = {
@@ -272,6 +265,3 @@ class OpenAIPolicy:
         if summary:
             out.append(summary)
         return out
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
