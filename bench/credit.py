@@ -31,7 +31,6 @@ class ShapleyEstimate:
     low: np.ndarray
     high: np.ndarray
     rollouts: int
-    used: str = ""  # the estimator car chose ("exact" or "permutation"), when it chose one
 
 
 class Game:
@@ -111,7 +110,7 @@ def _car(method: str, shared: bool) -> Callable[[Game, int, np.random.Generator]
             )
         )
         est = result.estimate
-        return ShapleyEstimate(est.values, est.low, est.high, game.rollouts, result.method)
+        return ShapleyEstimate(est.values, est.low, est.high, game.rollouts)
 
     return run
 
@@ -120,11 +119,11 @@ SHAPLEY: dict[str, Callable[[Game, int, np.random.Generator], ShapleyEstimate]] 
     "paper-1": _paper(1, shared=False),
     "paper-12": _paper(12, shared=False),
     "paper-1-shared": _paper(1, shared=True),
-    # car as a user gets it: `auto` (exact when it fits the budget, else fork-walks).
+    # car as a user gets it (`auto`: the fork-walks), and its exact enumeration for comparison.
     "car": _car("auto", shared=False),
     "car-shared": _car("auto", shared=True),
-    "car-walks": _car("permutation", shared=False),
-    "car-walks-shared": _car("permutation", shared=True),
+    "car-exact": _car("exact", shared=False),
+    "car-exact-shared": _car("exact", shared=True),
 }
 
 
@@ -145,7 +144,6 @@ class ShapleyCell:
     width: float
     rollouts: float
     calls: float = math.nan
-    used: str = ""
 
 
 def shapley_cell(
@@ -156,7 +154,7 @@ def shapley_cell(
     groups = players if players else [[k] for k in range(model.size())]
     phi = np.array(shapley_values(model, groups))
     share = phi / phi.sum()
-    sq, err, cov, width, spent, calls, used = 0.0, 0.0, 0, 0.0, [], [], set()
+    sq, err, cov, width, spent, calls = 0.0, 0.0, 0, 0.0, [], []
     for s in range(seed0, seed0 + reps):
         game = Game(case, s, groups)
         est = SHAPLEY[method](game, budget, np.random.default_rng([s, 11]))
@@ -167,7 +165,6 @@ def shapley_cell(
         width += float(np.mean(est.high - est.low))
         spent.append(est.rollouts)
         calls.append(game.policy_calls)
-        used.add(est.used)
     k = len(phi)
     return ShapleyCell(
         case.name,
@@ -180,5 +177,4 @@ def shapley_cell(
         width / reps,
         float(np.mean(spent)),
         float(np.mean(calls)),
-        "/".join(sorted(u for u in used if u)),
     )

@@ -118,7 +118,8 @@ def blame(
         str, typer.Option(help="Shapley players: steps, agents, or step groups like '0,1;2,3'.")
     ] = "steps",
     shapley: Annotated[
-        ShapleyName, typer.Option(help="Shapley estimator: exact, permutation, or auto.")
+        ShapleyName,
+        typer.Option(help="Shapley estimator: permutation (fork-walks), exact, or auto (the walks)."),
     ] = ShapleyName.auto,
     budget: Annotated[
         int | None,

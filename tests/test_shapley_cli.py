@@ -29,7 +29,7 @@ def test_shared_drops_fire_the_fallback() -> None:
     assert report.method == "shapley"
     assert report.method_reason is not None and "shared" in report.method_reason
     sh = report.shapley
-    assert sh is not None and sh.method == "exact" and sh.players_kind == "steps"
+    assert sh is not None and sh.method == "permutation" and sh.players_kind == "steps"
     assert [p.steps for p in sh.players] == [[0], [1], [2]]
     assert sh.total == pytest.approx(sh.v_all.estimate - sh.v_none.estimate, abs=1e-12)
     assert sh.budget.rollouts <= 1000 and sh.budget_limit == 1000

@@ -197,9 +197,11 @@ def test_exact_that_cannot_be_paid_fails_with_the_budget_needed() -> None:
         shapley(replay_for("long-and", 0), method="permutation", budget=20)
 
 
-def test_auto_prefers_exact_when_it_fits() -> None:
-    assert shapley(replay_for("and", 0), method="auto", budget=100).method == "exact"
-    assert shapley(replay_for("and", 0), method="auto", budget=40).method == "permutation"
+def test_auto_runs_the_walks_and_exact_only_on_request() -> None:
+    assert shapley(replay_for("and", 0), method="auto", budget=100).method == "permutation"
+    assert shapley(replay_for("and", 0), method="exact", budget=100).method == "exact"
+    with pytest.raises(BudgetError, match="8 replicates of the 2\\^3 coalitions"):
+        shapley(replay_for("and", 0), method="exact", budget=40)
 
 
 def test_target_width_stops_early() -> None:
