@@ -5,19 +5,19 @@ user names); `v(S) = P(fail | hold the steps of S at their recorded actions, res
 Decision steps that belong to no player are held (they are the background the question is asked in).
 
 - `exact`: every coalition S on each replicate. Coalitions are built in order of their players'
-  first steps, S from S minus its latest player, by the walks' fork rule below, so one replicate
-  costs one rollout per distinct run it contains (a coalition whose extra player drew its recorded
-  action is the smaller coalition's run itself, for free), at most 2^n. Each replicate gives the
+  first steps, S from S minus its latest player, by the walks' fork rule below; with shared seeds a
+  coalition also takes any earlier rollout of the replicate that is its own run draw for draw, so a
+  replicate costs one rollout per distinct run it contains, at most 2^n. Each replicate gives the
   exact Shapley value of its own game (`car.estimators.shapley.estimate_replicates`); replicates are
   independent, so a Student-t interval across them is valid, and efficiency holds per replicate.
   v(N) is the record copied: with a deterministic scorer it is known after one scoring and no policy
   call, and gets no rollouts.
-- `permutation`: antithetic pairs of walks. A walk starts from the pair's v(empty) rollout and adds
-  players in order; the rollout for S + {i} is a fork of the S rollout at i's first step whose action
-  differs from the record, with i's later steps held (a fork is the S rollout itself when it already
-  took i's recorded actions: zero cost). This is exact, not an approximation: the prefix before the
-  fork has the same law under S and S + {i}, and past the fork the rollout follows S + {i}'s plan.
-  Pairs never share rollouts with each other.
+- `permutation` (what `auto` runs): antithetic pairs of walks. A walk starts from the pair's
+  v(empty) rollout and adds players in order; the rollout for S + {i} is a fork of the S rollout at
+  i's first step whose action differs from the record, with i's later steps held (a fork is the S
+  rollout itself when it already took i's recorded actions: zero cost). This is exact, not an
+  approximation: the prefix before the fork has the same law under S and S + {i}, and past the fork
+  the rollout follows S + {i}'s plan. Pairs never share rollouts with each other.
 
 With shared seeds (the default) every fork continues on its replicate (common random numbers);
 without, on a fresh one. Budgets are in rollouts (live runs; reused forks are free) and optionally in
@@ -217,17 +217,6 @@ class _Game:
     def tick(self) -> None:
         if self.progress is not None:
             self.progress("shapley", self.replay.counters.rollouts - self._start, self.total)
-
-    async def gather(self, jobs: Sequence[Callable[[], Awaitable[Rollout]]]) -> list[Rollout]:
-        semaphore = asyncio.Semaphore(self.concurrency)
-
-        async def one(job: Callable[[], Awaitable[Rollout]]) -> Rollout:
-            async with semaphore:
-                result = await job()
-            self.tick()
-            return result
-
-        return list(await asyncio.gather(*(one(j) for j in jobs)))
 
 
 def _v(r: Rollout) -> float:
