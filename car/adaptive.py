@@ -141,6 +141,24 @@ async def run_adaptive(
             min_effect=min_effect,
         )
         return AdaptiveRun(empty, fact, state, "budget", spent, 0)
+
+    def decide(previous: LocusState | None, drops: bool) -> tuple[np.ndarray, np.ndarray, LocusState]:
+        """The outcome matrices so far and the locus decided on them (drops: the final report's)."""
+        arms, factual = _matrix(cells, m, exact, factual_cells)
+        return (
+            arms,
+            factual,
+            locus_state(
+                arms,
+                factual,
+                factual_exact=exact,
+                confidence=confidence,
+                min_effect=min_effect,
+                previous=previous,
+                drops=drops,
+            ),
+        )
+
     while True:
         row_arms = list(open_arms) + ([] if exact else [m])
         # Looks thin out geometrically (any look schedule is valid for a CS; fewer looks cost less).
@@ -153,16 +171,7 @@ async def run_adaptive(
         for out, cost in await asyncio.gather(*jobs):
             spent += cost
             cells.append(out)
-        arms, factual = _matrix(cells, m, exact, factual_cells)
-        state = locus_state(
-            arms,
-            factual,
-            factual_exact=exact,
-            confidence=confidence,
-            min_effect=min_effect,
-            previous=state,
-            drops=False,
-        )
+        arms, factual, state = decide(state, drops=False)
         open_arms = state.open
         history.append((spent, open_arms))
         if progress is not None:
@@ -177,15 +186,7 @@ async def run_adaptive(
         ):
             stopped = "target-width"
             break
-    arms, factual = _matrix(cells, m, exact, factual_cells)
-    state = locus_state(
-        arms,
-        factual,
-        factual_exact=exact,
-        confidence=confidence,
-        min_effect=min_effect,
-        previous=state,
-    )
+    arms, factual, state = decide(state, drops=True)
     return AdaptiveRun(arms, factual, state, stopped, spent, len(cells), history)
 
 
