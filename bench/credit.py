@@ -143,7 +143,7 @@ class ShapleyCell:
     coverage: float
     width: float
     rollouts: float
-    calls: float = math.nan
+    calls: float
 
 
 def shapley_cell(

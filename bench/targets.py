@@ -113,6 +113,7 @@ def shapley_ratio_target(
     factor: float,
     target_rmse: float,
     gating: bool = True,
+    name: str | None = None,
 ) -> Target | None:
     """Median over cases of baseline / method rollouts to `target_rmse` must reach `factor`.
 
@@ -133,7 +134,7 @@ def shapley_ratio_target(
         return None
     med = statistics.median(ratios)
     return Target(
-        f"Shapley rollouts to the headline precision ({method} vs {baseline})",
+        name or f"Shapley rollouts to the headline precision ({method} vs {baseline})",
         f"median ratio {med:.1f}x over {len(ratios)} cases ({min(ratios):.1f}x to {max(ratios):.1f}x)",
         f">= {factor:g}x fewer",
         med >= factor,

@@ -33,6 +33,7 @@ from car.batch import TraceResult
 from car.gates import worst
 from car.render import literal, render_json, render_table
 from car.report import Estimate, Report, ShapleyPlayer
+from car.shapley import credited_players
 
 __all__ = [
     "BATCH_VERSION",
@@ -71,10 +72,7 @@ def _pct(e: Estimate | None) -> str:
 
 
 def _credited(r: Report) -> list[ShapleyPlayer]:
-    """Shapley players whose credit is significantly above zero, largest first."""
-    if r.shapley is None:
-        return []
-    return sorted((p for p in r.shapley.players if p.low > 0), key=lambda p: -p.value)
+    return credited_players(r.shapley.players) if r.shapley is not None else []
 
 
 def credit_text(r: Report) -> str:
@@ -87,7 +85,7 @@ def credit_text(r: Report) -> str:
         return "shared: steps " + ", ".join(map(str, r.shared))
     credited = _credited(r)
     if credited:  # the contrastive estimator abstained and Shapley split the credit
-        shares = [f"{p.id} {p.share:.0%}" if p.share is not None else p.id for p in credited[:3]]
+        shares = [f"{p.id} {p.share:.0%}" for p in credited[:3] if p.share is not None]
         return "Shapley: " + ", ".join(shares) + (", ..." if len(credited) > 3 else "")
     return "-"
 

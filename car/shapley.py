@@ -58,6 +58,7 @@ __all__ = [
     "ShapleyResult",
     "budget_room",
     "choose_method",
+    "credited_players",
     "exact_cost",
     "parse_players",
     "run_shapley",
@@ -462,10 +463,12 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
     fresh = iter(range(1, _SLOT))
     built: list[Rollout | None] = [None] * (1 << n)
     out = np.full(1 << n, np.nan)
-    runs: list[tuple[Rollout, frozenset[int], int]] = []  # (rollout, its held steps, agreement)
+    # Only with shared seeds is an earlier rollout a coalition's own run on the replicate. With fresh
+    # seeds its draws past a fork are its own, and picking it because of them would bias.
+    runs: list[tuple[Rollout, frozenset[int], int]] | None = [] if shared_seeds else None
 
     def remember(run: Rollout, held: frozenset[int]) -> None:
-        if run.status == "ok":
+        if runs is not None and run.status == "ok":
             runs.append((run, held, game.replay.agrees(run)))
 
     held = game.held(0)
@@ -482,23 +485,26 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
         if parent is None or parent.status == "error":
             continue  # the replicate is dropped
         held = game.held(mask)
-        first = Plan.hold(held).first_change(game.replay.trace)
-        # Only with shared seeds is an earlier rollout this coalition's own run on the replicate.
-        # With fresh seeds its draws past a fork are its own, and picking it because of them biases.
-        candidates = runs if shared_seeds else []
-        run = next(
-            (x for x, h, agreed in candidates if _stands_for(game.replay, x, h, agreed, held, first)),
-            None,
-        )
+        run = _own_run(game.replay, runs, held) if runs is not None else None
         if run is None:
             rep = base if shared_seeds else base + next(fresh)
             run = await _add_player(game, parent, game.players[order[top]], held, rep)
             remember(run, held)
-        else:
-            game.replay.counters.reused += 1
-            run = replace(run, plan=Plan.hold(held), reused=True)
         built[bits], out[mask] = run, _v(run)
     return out
+
+
+def _own_run(
+    replay: Replay, runs: list[tuple[Rollout, frozenset[int], int]], held: frozenset[int]
+) -> Rollout | None:
+    """The first of `runs` (rollout, its held steps, agreement) that is `held`'s run draw for draw,
+    under the new plan and counted as reused; None if none is."""
+    first = Plan.hold(held).first_change(replay.trace)
+    for run, run_held, agreed in runs:
+        if _stands_for(replay, run, run_held, agreed, held, first):
+            replay.counters.reused += 1
+            return replace(run, plan=Plan.hold(held), reused=True)
+    return None
 
 
 def _stands_for(
@@ -519,15 +525,20 @@ def _stands_for(
         return False
     trace = replay.trace
     for d in trace.decision_steps:
-        if d < first or (d in held) == (d in held_run):
+        if d < first or (d in held) == (d in held_run) or _hold_idle(trace, run, d):
             continue
-        if d >= len(run.turns) or run.turns[d].actor != trace.steps[d].actor:
-            continue
-        if d in held_run:
-            return False  # the run held d; the plan would draw there
-        if run.turns[d].action.signature() != trace.steps[d].action.signature():
-            return False
+        if d in held_run or not _took_recorded(trace, run, d):
+            return False  # the run held d where the plan draws, or drew another action
     return True
+
+
+def _hold_idle(trace: Trace, rollout: Rollout, step: int) -> bool:
+    """Holding by position has no effect at `step`: the rollout ended or another actor acts there."""
+    return step >= len(rollout.turns) or rollout.turns[step].actor != trace.steps[step].actor
+
+
+def _took_recorded(trace: Trace, rollout: Rollout, step: int) -> bool:
+    return rollout.turns[step].action.signature() == trace.steps[step].action.signature()
 
 
 async def _pair(
@@ -583,9 +594,7 @@ async def _add_player(
         recorded = trace.steps[step]
         if step < first:
             continue  # reproduced above, observation included
-        if step >= len(rollout.turns) or rollout.turns[step].actor != recorded.actor:
-            continue  # holding by position has no effect where another actor (or nobody) acts
-        if rollout.turns[step].action.signature() == recorded.action.signature():
+        if _hold_idle(trace, rollout, step) or _took_recorded(trace, rollout, step):
             continue
         # Fork with the coalition's plan (the player's later steps held) and, without shared seeds,
         # a fresh replicate for everything drawn after the fork.
@@ -596,10 +605,15 @@ async def _add_player(
     return replace(rollout, plan=plan, reused=True)
 
 
+def credited_players(players: Sequence[ShapleyPlayer]) -> list[ShapleyPlayer]:
+    """Players whose credit is significantly above zero (and a positive share), largest first."""
+    ranked = sorted(players, key=lambda p: -p.value)
+    return [p for p in ranked if p.low > 0 and p.share is not None and p.share > 0]
+
+
 def shared_sentence(players: Sequence[ShapleyPlayer], kind: PlayersKind) -> str:
     """One sentence on who carries the Shapley credit ("steps 1 and 3 share the blame: 46% and 45%")."""
-    ranked = sorted(players, key=lambda p: -p.value)
-    credited = [p for p in ranked if p.low > 0 and p.share is not None and p.share > 0]
+    credited = credited_players(players)
     if not credited:
         return "no player's Shapley credit is significantly above zero at this budget"
     names = [_name(p, kind) for p in credited[:4]]
