@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from car.errors import InputError, RolloutError
 from car.protocols import EnvStep, Trajectory, Turn
 from car.rng import EventKey
-from car.trace import Action, Observation, Trace
+from car.trace import Action, Observation, ToolCall, Trace
 
 __all__ = ["RecordedEnvironment", "RecordedScorer", "RegexScorer", "ToolCalledScorer"]
 
@@ -50,20 +50,27 @@ class RecordedEnvironment:
     ) -> EnvStep:
         new = Counter(state)
         observations = []
-        for call in action.tool_calls:
+        for j, call in enumerate(action.tool_calls):
             sig = call.signature()
             recorded = self._served.get(sig)
-            if not recorded:
-                raise RolloutError(
-                    f"step {index}: the recorded environment never saw the call {sig}; "
-                    "choose an environment that can execute it (--env)"
+            if recorded:
+                obs = recorded[min(new[sig], len(recorded) - 1)]
+                observations.append(
+                    Observation(call_id=call.id, content=obs.content, is_error=obs.is_error)
                 )
-            obs = recorded[min(new[sig], len(recorded) - 1)]
+            else:
+                observations.append(await self.unseen(call, j, index, key))
             new[sig] += 1
-            observations.append(Observation(call_id=call.id, content=obs.content, is_error=obs.is_error))
         steps = self.trace.steps
         nxt = steps[index + 1].actor if index + 1 < len(steps) else None
         return EnvStep(tuple(observations), new, nxt)
+
+    async def unseen(self, call: ToolCall, j: int, index: int, key: EventKey) -> Observation:
+        """The observation for a call the record never saw (the j-th call of step `index`)."""
+        raise RolloutError(
+            f"step {index}: the recorded environment never saw the call {call.signature()}; "
+            "choose an environment that can execute it (--env)"
+        )
 
 
 @dataclass

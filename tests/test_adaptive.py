@@ -9,24 +9,17 @@ import math
 import numpy as np
 import pytest
 
+from bench.methods import replay_for
 from car.adaptive import RowRunner, blame_adaptive_async, run_adaptive
 from car.cli import main
 from car.replay import Replay
 from car.report import Report
-from car.sim import make, record, scenario_for
+from car.sim import record, scenario_for
 from car.sim.planted import BinaryModel, truth
 
 
 def _replay(name: str, seed: int, **params: float) -> Replay:
-    trace = record(name, **params)
-    spec = f"sim:{name}"
-    return Replay(
-        trace,
-        make("policy", name, trace, spec),
-        make("env", name, trace, spec),
-        make("scorer", name, trace, spec),
-        seed=seed,
-    )
+    return replay_for(record(name, **params), seed)
 
 
 @pytest.mark.parametrize("name", ["planted-pivot", "long", "noisy-judge", "team"])

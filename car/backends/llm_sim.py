@@ -10,16 +10,14 @@ The number of simulated observations is reported, so a blame run that leaned on 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 from car.backends.complete import Completer, parse_backend_model
 from car.backends.options import BackendOptions, current
 from car.backends.wire import tool_schema
-from car.protocols import EnvStep, Turn
+from car.builtins import RecordedEnvironment
 from car.rng import EventKey
-from car.trace import Action, Observation, ToolCall, Trace
+from car.trace import Observation, ToolCall, Trace
 
 __all__ = ["LLMSimEnvironment"]
 
@@ -37,52 +35,28 @@ def _clip(text: str) -> str:
     return text if len(text) <= _CLIP else text[:_CLIP] + " …"
 
 
-class LLMSimEnvironment:
+class LLMSimEnvironment(RecordedEnvironment):
     """Recorded observations for seen calls; model-simulated ones for unseen calls."""
 
     def __init__(
         self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
     ) -> None:
-        self.spec = spec or f"llm-sim:{arg}"
+        super().__init__(trace, spec or f"llm-sim:{arg}")
         kind, model = parse_backend_model(self.spec, arg)
-        self.trace = trace
         self.complete = Completer(kind, model, options or current(), name=self.spec)
         self.simulated = 0
-        self._served: dict[str, list[Observation]] = {}
         self._examples: dict[str, list[tuple[ToolCall, Observation]]] = {}
         for step in trace.steps:
             by_id = {o.call_id: o for o in step.observations}
             for call in step.action.tool_calls:
-                obs = by_id.get(call.id)
-                if obs is not None:
-                    self._served.setdefault(call.signature(), []).append(obs)
-                    self._examples.setdefault(call.name, []).append((call, obs))
+                if call.id in by_id:
+                    self._examples.setdefault(call.name, []).append((call, by_id[call.id]))
         self._schemas = {tool_schema(t).name: tool_schema(t) for a in trace.actors for t in a.tools}
 
-    async def restore(self, history: Sequence[Turn]) -> Counter[str]:
-        return Counter(c.signature() for t in history for c in t.action.tool_calls)
-
-    async def step(
-        self, state: Counter[str], index: int, actor: str, action: Action, key: EventKey
-    ) -> EnvStep:
-        new = Counter(state)
-        observations = []
-        for j, call in enumerate(action.tool_calls):
-            sig = call.signature()
-            recorded = self._served.get(sig)
-            if recorded:
-                obs = recorded[min(new[sig], len(recorded) - 1)]
-                observations.append(
-                    Observation(call_id=call.id, content=obs.content, is_error=obs.is_error)
-                )
-            else:
-                text = await self.complete(_SYSTEM, self._prompt(call), key.at(kind=f"env-sim{j}"))
-                self.simulated += 1
-                observations.append(Observation(call_id=call.id, content=text.strip()))
-            new[sig] += 1
-        steps = self.trace.steps
-        nxt = steps[index + 1].actor if index + 1 < len(steps) else None
-        return EnvStep(tuple(observations), new, nxt)
+    async def unseen(self, call: ToolCall, j: int, index: int, key: EventKey) -> Observation:
+        text = await self.complete(_SYSTEM, self._prompt(call), key.at(kind=f"env-sim{j}"))
+        self.simulated += 1
+        return Observation(call_id=call.id, content=text.strip())
 
     def _prompt(self, call: ToolCall) -> str:
         schema = self._schemas.get(call.name)
