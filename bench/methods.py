@@ -20,7 +20,7 @@ from car.replay import Plan, Replay
 from car.sim import make
 from car.trace import Trace
 
-__all__ = ["CONTRASTIVE", "Rep", "replay_for"]
+__all__ = ["CONTRASTIVE", "Rep", "fixed_replicates", "replay_for"]
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,18 @@ def paper(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
     return Rep(res.locus, res.effect, res.low, res.high, c.rollouts, c.policy_calls)
 
 
+def fixed_replicates(budget: int, m: int, exact: bool) -> int:
+    """Replicates per step of the fixed design: the factual arm costs one rollout when it is exact."""
+    return max((budget - (1 if exact else 0)) // (m + (0 if exact else 1)), 2)
+
+
 def car_fixed(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
     """`car blame`'s fixed design: K = budget // m replicates per step, every arm run on every one."""
     replay = replay_for(trace, seed)
     decisions = trace.decision_steps
     m = len(decisions)
     exact = replay.scorer.deterministic
-    k = max((budget - (1 if exact else 0)) // (m + (0 if exact else 1)), 2)
+    k = fixed_replicates(budget, m, exact)
 
     async def go() -> tuple[np.ndarray, np.ndarray]:
         reps = 1 if exact else k

@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 from scipy.special import xlogy
+from scipy.stats import binom
 
-from bench.methods import CONTRASTIVE
+from bench.methods import CONTRASTIVE, fixed_replicates
+from car.estimators.contrastive import estimate_contrastive
 from car.sim import record, scenario_for
 from car.sim.mdp import Corridor
 from car.sim.planted import BinaryModel, ExactModel, Truth, truth
@@ -59,17 +61,21 @@ class Cell:
     wrong_certified: float | None = None
     rollouts_certified: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    exact_coverage: float | None = None  # car-fixed with a deterministic binary outcome: no seeds
 
 
 def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int = 0) -> Cell:
     """Run `method` on `case` at `budget` for seeds seed0.. seed0+reps-1 and score it."""
-    _, tr = model_truth(case)
+    model, tr = model_truth(case)
     trace = record(case.model, **dict(case.params))
     want = tr.locus(case.min_effect)
     eff = np.array(tr.effects)
     live = np.array([0 < p < 1 for p in tr.fail])
     run = CONTRASTIVE[method]
-    correct, covered, counted, widths = 0, 0, 0, 0.0
+    correct = 0
+    est: list[np.ndarray] = []
+    lows: list[np.ndarray] = []
+    highs: list[np.ndarray] = []
     rollouts: list[int] = []
     calls: list[int] = []
     cert: list[bool] = []
@@ -78,10 +84,9 @@ def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int
     for s in range(seed0, seed0 + reps):
         rep = run(trace, s, budget, case.min_effect)
         correct += rep.locus == want
-        ok = live & ~np.isnan(rep.effect)
-        covered += int(np.sum((rep.low[ok] <= eff[ok] + 1e-12) & (eff[ok] - 1e-12 <= rep.high[ok])))
-        counted += int(ok.sum())
-        widths += float(np.sum(rep.high[ok] - rep.low[ok]))
+        est.append(rep.effect)
+        lows.append(rep.low)
+        highs.append(rep.high)
         rollouts.append(rep.rollouts)
         calls.append(rep.policy_calls)
         if rep.certified is not None:
@@ -89,14 +94,19 @@ def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int
             if rep.certified:
                 wrong_cert += rep.locus != want
                 cert_rollouts.append(rep.rollouts)
+    coverage, width = _coverage(np.array(est), np.array(lows), np.array(highs), eff, live)
+    exact_cov = None
+    if method == "car-fixed" and model.deterministic_outcome():
+        n = fixed_replicates(budget, len(tr.fail), exact=True)
+        exact_cov = fixed_exact_coverage(tr.fail, n, case.min_effect)
     return Cell(
         case.name,
         method,
         budget,
         reps,
         correct / reps,
-        covered / counted if counted else math.nan,
-        widths / counted if counted else math.nan,
+        coverage,
+        width,
         float(np.mean(rollouts)),
         int(np.max(rollouts)),
         float(np.mean(calls)),
@@ -104,7 +114,48 @@ def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int
         float(np.mean(cert)) if cert else None,
         wrong_cert / reps if cert else None,
         float(np.median(cert_rollouts)) if cert_rollouts else None,
+        exact_coverage=exact_cov,
     )
+
+
+def _coverage(
+    est: np.ndarray, low: np.ndarray, high: np.ndarray, truth: np.ndarray, live: np.ndarray
+) -> tuple[float, float]:
+    """Coverage and mean width of per-step intervals (seeds x steps) over the informative steps.
+
+    A step counts when its failure rate is strictly between 0 and 1 and its estimate is not the truth
+    on every seed: an estimate that cannot vary (a step that never changes anything, with shared
+    noise) covers whatever its interval, which says nothing about the interval.
+    """
+    exact = np.all(np.abs(est - truth) < 1e-12, axis=0)
+    ok = (live & ~exact)[None, :] & ~np.isnan(est)
+    if not ok.any():
+        return math.nan, math.nan
+    hit = (low <= truth + 1e-12) & (truth - 1e-12 <= high)
+    return float(hit[ok].mean()), float((high - low)[ok].mean())
+
+
+def fixed_exact_coverage(fail: tuple[float, ...], n: int, min_effect: float) -> float:
+    """Exact coverage of the fixed design's effect intervals when the outcome is deterministic given
+    the actions (the factual arm is known: 1) and every arm holds n independent binary outcomes.
+
+    Arm k's failure count is Binomial(n, p_k) and its interval depends on that count alone, so the
+    coverage is a sum over counts, taken through `estimate_contrastive` itself; averaged over the steps
+    with 0 < p_k < 1 like the measured column, without its seed-to-seed noise.
+    """
+    live = [k for k, p in enumerate(fail) if 0 < p < 1]
+    if not live:
+        return math.nan
+    covered = np.zeros(len(fail))
+    for j in range(n + 1):
+        arms = np.zeros((len(fail), n))
+        arms[:, :j] = 1.0
+        res = estimate_contrastive(arms, np.ones(1), factual_exact=True, min_effect=min_effect)
+        for k in live:
+            e, iv = 1 - fail[k], res.positions[k].effect
+            if iv.low <= e + 1e-12 and e - 1e-12 <= iv.high:
+                covered[k] += binom.pmf(j, n, fail[k])
+    return float(np.mean(covered[live]))
 
 
 def _kl(p: float, q: float) -> float:

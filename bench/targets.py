@@ -55,39 +55,27 @@ def check(
         )
     lo, hi = coverage_band
     # Under-coverage is the regression that matters (intervals that do not hold their level): it
-    # gates car's methods. Over-coverage (conservative exact intervals) is tracked, and the paper's
-    # intervals are measured for contrast only.
+    # gates car's methods. Over-coverage is tracked, and the paper's intervals are measured for
+    # contrast only. A cell's coverage is its exact value where the design makes one computable, else
+    # the measured one (200 seeds: a standard error of about 0.01-0.015).
     for method, gating in (("car-fixed", True), ("car-rows", True), ("paper", False)):
         covs = [
-            c for c in cells if c.method == method and c.budget >= 200 and not math.isnan(c.coverage)
+            (c, _coverage_of(c))
+            for c in cells
+            if c.method == method and c.budget >= 200 and not math.isnan(_coverage_of(c))
         ]
         if not covs:
             continue
-        worst_low = min(covs, key=lambda c: c.coverage)
-        worst_high = max(covs, key=lambda c: c.coverage)
+        low_cell, low = min(covs, key=lambda cv: cv[1])
+        high_cell, high = max(covs, key=lambda cv: cv[1])
+        exact = sum(c.exact_coverage is not None for c, _ in covs)
         spread = (
-            f"{worst_low.coverage:.3f} ({worst_low.case}) to {worst_high.coverage:.3f} "
-            f"({worst_high.case}) over {len(covs)} cells"
+            f"{low:.3f} ({low_cell.case}) to {high:.3f} ({high_cell.case}) over {len(covs)} cells"
+            + (f" ({exact} exact)" if exact else "")
         )
         name = f"coverage of nominal 95% effect intervals ({method}, budgets >= 200)"
-        out.append(
-            Target(
-                name + ", lower end",
-                spread,
-                f"every cell >= {lo}",
-                all(c.coverage >= lo for c in covs),
-                gating,
-            )
-        )
-        out.append(
-            Target(
-                name + ", upper end",
-                spread,
-                f"every cell <= {hi}",
-                all(c.coverage <= hi for c in covs),
-                False,
-            )
-        )
+        out.append(Target(name + ", lower end", spread, f"every cell >= {lo}", low >= lo - 1e-9, gating))
+        out.append(Target(name + ", upper end", spread, f"every cell <= {hi}", high <= hi + 1e-9, False))
     for c in certify:
         rate = c.wrong_certified if c.wrong_certified is not None else math.nan
         out.append(
@@ -140,3 +128,7 @@ def shapley_ratio_target(
         med >= factor,
         gating,
     )
+
+
+def _coverage_of(c: Any) -> float:
+    return float(c.exact_coverage if c.exact_coverage is not None else c.coverage)

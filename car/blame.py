@@ -29,7 +29,7 @@ from car.replay import Plan, Replay, Rollout
 from car.report import Budget, Estimate, Report, Specs, StepReport
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
-from car.stats import clopper_pearson
+from car.stats import mid_p
 from car.trace import Action, Trace
 
 if TYPE_CHECKING:
@@ -385,12 +385,12 @@ def _report(
     if matches is not None:
         for k in range(len(decisions)):
             hits = int(matches[k].sum())
-            lo, hi = clopper_pearson(hits, match_samples, level)
+            lo, hi = mid_p(hits, match_samples, level)
             match_by_pos[k] = Estimate(estimate=hits / match_samples, low=lo, high=hi, n=match_samples)
             if hits == 0:
                 never.append(decisions[k])
         total_hits = int(matches.sum())
-        lo, hi = clopper_pearson(total_hits, matches.size, level)
+        lo, hi = mid_p(total_hits, matches.size, level)
         overall = Estimate(estimate=total_hits / matches.size, low=lo, high=hi, n=matches.size)
         if never and len(never) == len(decisions):
             notes.append(

@@ -15,10 +15,10 @@ __all__ = [
     "clopper_pearson",
     "cp_lower",
     "cp_upper",
+    "mid_p",
     "paired_difference",
     "t_upper",
     "tango",
-    "wilson",
     "z_upper",
 ]
 
@@ -53,16 +53,36 @@ def clopper_pearson(k: int, n: int, level: float) -> tuple[float, float]:
     return cp_lower(k, n, tail), cp_upper(k, n, tail)
 
 
-def wilson(k: int, n: int, level: float) -> tuple[float, float]:
-    """Wilson score interval."""
+def mid_p(k: int, n: int, level: float) -> tuple[float, float]:
+    """Mid-p exact two-sided interval: Clopper-Pearson with half the observed outcome's probability.
+
+    Clopper-Pearson guarantees `level` for every true proportion, so on average it covers more (about
+    0.97 at n = 50-100 for level 0.95) and is wider than it needs to be. Counting only half of
+    P(X = k) in each tail brings the average coverage near `level` (Agresti and Gottard 2007); its
+    worst case over p dips a little below (about 0.92 at n = 95). Use it to *show* a proportion; use
+    the exact bounds where a guarantee is promised (verdicts, certification).
+    """
     if n == 0:
         return 0.0, 1.0
-    z = z_upper((1 - level) / 2)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    tail = (1 - level) / 2
+
+    def mid_tail(p: float) -> float:  # P(X > k) + P(X = k) / 2, increasing in p
+        at_least = float(special.betainc(k, n - k + 1, p)) if k > 0 else 1.0
+        above = float(special.betainc(k + 1, n - k, p)) if k < n else 0.0
+        return (at_least + above) / 2
+
+    def solve(lo: float, hi: float, target: float) -> float:
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if mid_tail(mid) < target:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(cp_lower(k, n, tail), k / n, tail)
+    high = 1.0 if k == n else solve(k / n, cp_upper(k, n, tail), 1 - tail)
+    return low, high
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, float]:

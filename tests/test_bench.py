@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from bench.suite import fixed_exact_coverage
 from bench.targets import PIVOT, check
+from car.estimators.contrastive import estimate_contrastive
 from car.estimators.paper import paper_contrastive, paper_shapley, paper_shapley_plan
 from car.sim.planted import PlantedAnd, Team, shapley_values
 
@@ -24,6 +26,7 @@ class FakeCell:
     coverage: float = float("nan")
     certified: float | None = None
     wrong_certified: float | None = None
+    exact_coverage: float | None = None
 
 
 def _pivot(ours: int, ours_max: int = 96) -> list[FakeCell]:
@@ -50,6 +53,26 @@ def test_coverage_gates_below_and_tracks_above() -> None:
     cells[2].coverage = 0.985
     high = [t for t in check(cells, []) if not t.passed]
     assert high and all(not t.gating for t in high)
+    cells[2].exact_coverage = 0.955  # an exact value, where there is one, stands for the measured
+    assert all(t.passed for t in check(cells, []))
+
+
+def test_exact_coverage_of_the_fixed_design_matches_simulated_counts() -> None:
+    fail, n = (0.41, 0.95, 1.0), 60
+    exact = fixed_exact_coverage(fail, n, 0.1)
+    rng = np.random.default_rng(7)
+    hits = total = 0
+    for _ in range(1500):
+        arms = (rng.random((3, n)) < np.array(fail)[:, None]).astype(float)
+        res = estimate_contrastive(arms, np.ones(1), factual_exact=True)
+        for k in (0, 1):
+            iv = res.positions[k].effect
+            hits += iv.low <= 1 - fail[k] <= iv.high
+            total += 1
+    simulated = hits / total
+    se = (exact * (1 - exact) / total) ** 0.5
+    assert abs(simulated - exact) < 4 * se, (simulated, exact)
+    assert 0.93 <= exact <= 0.99
 
 
 def test_certified_error_rate_gates() -> None:

@@ -60,9 +60,10 @@ def _exact_rescue(name: str) -> list[float]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["pivot", "support-refund"])
-def test_rescue_interval_coverage_is_at_least_nominal(name: str) -> None:
-    """Measured coverage of the 95% rescue intervals over 200 seeds: pivot 0.96, support-refund 0.99
-    (Clopper-Pearson is conservative by construction; steps with a rescue of exactly 0 always cover)."""
+def test_rescue_interval_coverage_is_near_nominal(name: str) -> None:
+    """Coverage of the 95% (mid-p) rescue intervals over 200 seeds: measured 0.940 on pivot (exact
+    coverage of one step there: 0.948) and 0.988 on support-refund. Steps with a rescue of exactly 0
+    always cover and are left out."""
     truth = _exact_rescue(name)
     covered = total = 0
     for seed in range(200):
@@ -76,7 +77,7 @@ def test_rescue_interval_coverage_is_at_least_nominal(name: str) -> None:
             total += 1
             covered += step.rescue.low <= r <= step.rescue.high
     coverage = covered / total
-    assert 0.95 <= coverage <= 0.995, coverage
+    assert 0.92 <= coverage <= 0.99, coverage
 
 
 def test_small_effect_is_never_the_locus_however_many_samples() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from car.stats import clopper_pearson, cp_lower, cp_upper, paired_difference, tango, wilson
+from car.stats import clopper_pearson, cp_lower, cp_upper, mid_p, paired_difference, tango
 
 
 def test_clopper_pearson_edges() -> None:
@@ -28,12 +28,38 @@ def test_clopper_pearson_exact_coverage_is_at_least_nominal(n: int) -> None:
         assert coverage >= 0.95 - 1e-9, (n, p, coverage)
 
 
-def test_wilson_contains_estimate_and_is_narrower_than_exact() -> None:
-    for k in range(0, 33):
-        lo, hi = wilson(k, 32, 0.95)
-        clo, chi = clopper_pearson(k, 32, 0.95)
-        assert lo <= k / 32 <= hi
-        assert hi - lo <= chi - clo + 1e-12
+def test_mid_p_solves_its_definition_and_sits_inside_the_exact_interval() -> None:
+    n = 40
+    for k in range(n + 1):
+        lo, hi = mid_p(k, n, 0.95)
+        clo, chi = clopper_pearson(k, n, 0.95)
+        assert clo <= lo <= k / n <= hi <= chi
+        if k > 0:  # P(X > k) + P(X = k) / 2 at the lower bound is the tail
+            tail = sps.binom.sf(k, n, lo) + sps.binom.pmf(k, n, lo) / 2
+            assert tail == pytest.approx(0.025, abs=1e-9)
+        if k < n:
+            tail = sps.binom.cdf(k - 1, n, hi) + sps.binom.pmf(k, n, hi) / 2
+            assert tail == pytest.approx(0.025, abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [47, 95, 190])
+def test_mid_p_covers_near_nominal_on_average(n: int) -> None:
+    # Exact coverage over a grid of true proportions: Clopper-Pearson averages well above 0.95 here,
+    # mid-p near it, and its worst case stays within a few points.
+    ks = np.arange(n + 1)
+    bounds = [mid_p(int(k), n, 0.95) for k in ks]
+    exact = [clopper_pearson(int(k), n, 0.95) for k in ks]
+    grid = np.linspace(0.02, 0.98, 97)
+
+    def coverage(ivs: list[tuple[float, float]], p: float) -> float:
+        covered = [lo <= p <= hi for lo, hi in ivs]
+        return float(sps.binom.pmf(ks, n, p)[covered].sum())
+
+    mid = np.array([coverage(bounds, p) for p in grid])
+    cp = np.array([coverage(exact, p) for p in grid])
+    assert 0.945 <= mid.mean() <= 0.962, mid.mean()
+    assert mid.min() >= 0.9, mid.min()
+    assert cp.mean() > mid.mean()
 
 
 def test_paired_interval_coverage_on_correlated_pairs() -> None:

@@ -4,15 +4,18 @@ Arms are decision positions k = 0..m-1: hold every decision before k, resample k
 it. `p_k` is the failure rate of arm k and `v` that of the factual arm (everything held). The estimator
 reports, per position:
 
-- rescue `r_k = 1 - p_k` with an exact (Clopper-Pearson) interval;
-- effect `e_k = v - p_k`, the failure probability that re-deciding from k removes; exact when `v` is
-  known (deterministic replay of the record), else a paired (Tango score) interval on shared replicates;
+- rescue `r_k = 1 - p_k` with a mid-p exact interval (near-nominal coverage; Clopper-Pearson's
+  guarantee over-covers, about 0.97 for a nominal 0.95 at these sample sizes);
+- effect `e_k = v - p_k`, the failure probability that re-deciding from k removes; from `p_k`'s
+  interval when `v` is known (deterministic replay of the record), else a paired (Tango score) interval
+  on shared replicates;
 - adjacent drop `D_k = p_{k+1} - p_k` (with `p_m = v`), paired on shared replicates.
 
 Locus: the latest position whose effect is significantly above `min_effect`, one-sided, Bonferroni-
-adjusted across the m positions. Drops count as significant when their adjusted lower bound is above
-zero and their estimate reaches `min_effect`; two or more mark shared credit. Displayed intervals are
-per-step at `level`; verdicts use the adjusted level.
+adjusted across the m positions, with exact (Clopper-Pearson) bounds where outcomes are binary. Drops
+count as significant when their adjusted lower bound is above zero and their estimate reaches
+`min_effect`; two or more mark shared credit. Displayed intervals are per-step at `level`; verdicts use
+the adjusted level.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from car.stats import clopper_pearson, cp_upper, paired_difference, t_upper, z_upper
+from car.stats import cp_upper, mid_p, paired_difference, t_upper, z_upper
 
 __all__ = ["ContrastiveResult", "Interval", "PositionEstimate", "estimate_contrastive"]
 
@@ -72,7 +75,7 @@ def _mean_interval(x: np.ndarray, level: float) -> Interval:
         return Interval(math.nan, 0.0, 1.0, 0)
     mean = float(x.mean())
     if _binary(x):
-        lo, hi = clopper_pearson(round(float(x.sum())), n, level)
+        lo, hi = mid_p(round(float(x.sum())), n, level)
         return Interval(mean, lo, hi, n)
     half = _t_half(x, level)
     return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), n)
