@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 from car.errors import BackendError, CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.report import Report
-from car.runner import Runner, usage_of
+from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
 
@@ -239,14 +239,17 @@ class BudgetGuard:
 
     Estimates are reserved when a trace starts and settled at what its report says it used, so
     traces running at the same time cannot together overshoot by more than the estimates' error.
+    Work an estimate leaves out (an automatic Shapley run) is granted while the trace runs, as much
+    of it as the caps leave. Reservations are keyed by the trace's place in the batch.
     """
 
     max_rollouts: int | None = None
     max_policy_calls: int | None = None
     rollouts: int = 0
     policy_calls: int = 0
+    held: dict[int, tuple[int, int]] = field(default_factory=dict)
 
-    def reserve(self, est: WorkEstimate | None) -> str | None:
+    def reserve(self, key: int, est: WorkEstimate | None) -> str | None:
         """Reserve the trace's estimate; or the reason it does not fit (nothing reserved)."""
         need_r = est.rollouts if est is not None else 0
         need_c = est.policy_calls if est is not None else 0
@@ -259,22 +262,39 @@ class BudgetGuard:
                 f"skipped: needs about {need_c} policy calls, {left} left of "
                 f"--max-policy-calls {self.max_policy_calls}"
             )
-        self.rollouts += need_r
-        self.policy_calls += need_c
+        self._hold(key, need_r, need_c)
         return None
 
-    def settle(self, est: WorkEstimate | None, report: Report | None) -> None:
-        if est is None or report is None:
+    def grant(self, key: int, rollouts: int, policy_calls: int) -> tuple[int, int]:
+        """Rollouts and policy calls for a running trace's unplanned work: as much as the caps leave."""
+        if self.max_rollouts is not None:
+            rollouts = min(rollouts, max(0, self.max_rollouts - self.rollouts))
+        if self.max_policy_calls is not None:
+            policy_calls = min(policy_calls, max(0, self.max_policy_calls - self.policy_calls))
+        self._hold(key, rollouts, policy_calls)
+        return rollouts, policy_calls
+
+    def settle(self, key: int, report: Report | None) -> None:
+        """Replace the trace's reservation by what its report used (kept when there is no report)."""
+        if report is None or key not in self.held:
             return
-        self.rollouts += report.budget.rollouts - est.rollouts
-        self.policy_calls += report.budget.policy_calls - est.policy_calls
+        r, c = self.held.pop(key)
+        self.rollouts += report.budget.rollouts - r
+        self.policy_calls += report.budget.policy_calls - c
+
+    def _hold(self, key: int, rollouts: int, policy_calls: int) -> None:
+        r, c = self.held.get(key, (0, 0))
+        self.held[key] = (r + rollouts, c + policy_calls)
+        self.rollouts += rollouts
+        self.policy_calls += policy_calls
 
 
 def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
     """Rollouts, match draws and policy calls (at the recorded lengths) for one trace.
 
     `--method shapley` adds its budget; under `auto` a Shapley run happens only when credit turns out
-    shared, so its budget is an upper bound (`shapley_rollouts`), shown but not reserved.
+    shared, so its budget is an upper bound (`shapley_rollouts`), shown but not reserved: the run is
+    granted what the caps leave when it starts (`BudgetGuard.grant`).
     """
     from car.adaptive import ROLLOUTS_PER_STEP
     from car.shapley import DEFAULT_BUDGET
@@ -327,12 +347,16 @@ async def attribute_one(
     options: BatchOptions,
     runner: Runner,
     progress: BatchProgress | None = None,
+    grant: Grant | None = None,
 ) -> TraceResult:
-    """Attribute one loaded trace; every failure becomes the result's status, never an exception."""
+    """Attribute one loaded trace; every failure becomes the result's status, never an exception.
+
+    `grant` asks the run-wide budget for an automatic Shapley run's rollouts and policy calls.
+    """
     from car.blame import _resolve, blame_async
 
     label = path or trace.id
-    runner = runner.child()
+    runner = runner.child(grant)
     policy_obj: object = None
     try:
         comps = _resolve(trace, options.policy, options.env, options.scorer)
@@ -507,12 +531,16 @@ async def blame_many_async(
             if item.trace is None:
                 finish(i, TraceResult(item.path, None, "input-error", error=item.error))
                 return
-            skip = budget.reserve(item.estimate)
+            skip = budget.reserve(i, item.estimate)
             if skip is not None:
                 finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
                 return
-            result = await attribute_one(item.path, item.trace, opts, runner, progress)
-            budget.settle(item.estimate, result.report)
+
+            async def grant(rollouts: int, policy_calls: int) -> tuple[int, int]:
+                return budget.grant(i, rollouts, policy_calls)
+
+            result = await attribute_one(item.path, item.trace, opts, runner, progress, grant)
+            budget.settle(i, result.report)
             finish(i, result)
 
     tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(work)]

@@ -242,6 +242,7 @@ async def blame_async(
             level=level,
             concurrency=concurrency,
             progress=progress,
+            grant=runner.grant if runner is not None else None,
         )
     finally:
         # Backends report retries and capabilities, and hold connections: settle them whatever happened.

@@ -14,6 +14,7 @@ from typing import Literal
 from car.errors import BudgetError
 from car.replay import Replay
 from car.report import Budget, Report
+from car.runner import Grant
 from car.shapley import (
     Player,
     PlayersKind,
@@ -104,14 +105,34 @@ async def shapley_into_report(
     level: float,
     concurrency: int,
     progress: Progress | None,
+    grant: Grant | None = None,
 ) -> Report:
-    """Run Shapley when a rule fires and fold its section, budget and notes into `report`."""
+    """Run Shapley when a rule fires and fold its section, budget and notes into `report`.
+
+    `grant` is the run-wide budget of a batch (`--max-rollouts`, `--max-policy-calls`): a run the
+    rules started (`auto`) gets what it leaves, and the report says when that cut the budget.
+    """
     reason = fallback_reason(report, method)
     if reason is None:
         why = _nothing_to_attribute(report)
         if method == "shapley" and why is not None:
             report.notes.append(f"Shapley not run: {why}")
         return report
+    if grant is not None and method == "auto":
+        wanted_calls = budget_calls or budget * max(len(replay.trace.decision_steps), 1)
+        got, got_calls = await grant(budget, wanted_calls)
+        cuts = []
+        if got < budget:
+            cuts.append(f"--max-rollouts left {got} of its {budget} rollouts")
+        if got_calls < wanted_calls:
+            cuts.append(f"--max-policy-calls left {got_calls} of about {wanted_calls} policy calls")
+            budget_calls = got_calls
+        if got == 0 or got_calls == 0:
+            report.notes.append(f"Shapley ({reason}) not run: {'; '.join(cuts)}")
+            return report
+        if cuts:
+            budget = got
+            report.notes.append(f"Shapley budget cut: {'; '.join(cuts)}")
     try:
         result = await run_shapley(
             replay,

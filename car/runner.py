@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +30,18 @@ from car.replay import Counters, Plan, Replay, Rollout
 from car.store import RolloutCache, event_key, namespace
 from car.trace import Action, Observation
 
-__all__ = ["Limiter", "ManagedReplay", "Runner", "RunnerStats", "component_config", "usage_of"]
+__all__ = [
+    "Grant",
+    "Limiter",
+    "ManagedReplay",
+    "Runner",
+    "RunnerStats",
+    "component_config",
+    "usage_of",
+]
+
+# Asks a run-wide budget for (rollouts, policy calls) it did not plan; answers what it grants.
+Grant = Callable[[int, int], Awaitable[tuple[int, int]]]
 
 
 def component_config(component: object) -> dict[str, Any]:
@@ -87,14 +98,15 @@ class Runner:
     stats: RunnerStats = field(default_factory=RunnerStats)
     limiter: Limiter | None = None  # a limit shared beyond this process (the Ray executor's)
     parent: Runner | None = None
+    grant: Grant | None = None  # the run-wide budget's answer for one trace's unplanned work
 
     def __post_init__(self) -> None:
         self._limit: asyncio.Semaphore | None = None
 
-    def child(self) -> Runner:
+    def child(self, grant: Grant | None = None) -> Runner:
         """A runner for one trace: the same store and limit, its own statistics (which also add up
-        in this one)."""
-        return Runner(self.store, self.concurrency, limiter=self.limiter, parent=self)
+        in this one), and what the run's budget grants that trace."""
+        return Runner(self.store, self.concurrency, limiter=self.limiter, parent=self, grant=grant)
 
     def count(self, name: str, n: int = 1) -> None:
         runner: Runner | None = self

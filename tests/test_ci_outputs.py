@@ -553,3 +553,43 @@ def test_summary_shows_shapley_credit_when_the_contrastive_estimator_abstained()
     (row,) = summary_rows([result])
     assert row["outcome"] == "shared"
     assert row["credit"].startswith("Shapley: step ") and "step 0" in row["credit"]
+
+
+@pytest.mark.parametrize("left", [0, 150])
+def test_max_rollouts_caps_an_automatic_shapley_run(left: int) -> None:
+    """Under `auto` the estimate leaves the possible Shapley run out; when credit turns out shared,
+    the run gets what `--max-rollouts` leaves, and the report says so."""
+    from car.batch import plan_batch
+
+    opts = BatchOptions(samples=32, match_samples=0)  # and.json at seed 0: credit shared, Shapley runs
+    (item,) = plan_batch([TRACES / "and.json"], opts)
+    assert item.estimate is not None
+    cap = item.estimate.rollouts + left
+    (result,) = blame_many([TRACES / "and.json"], options=opts, max_rollouts=cap)
+    report = result.report
+    assert result.status == "ok" and report is not None
+    assert report.budget.rollouts <= cap
+    if left == 0:
+        assert report.shapley is None
+        assert any("not run: --max-rollouts left 0 of its 1000 rollouts" in n for n in report.notes)
+    else:
+        assert report.shapley is not None and report.budget.rollouts > item.estimate.rollouts
+        assert "Shapley budget cut: --max-rollouts left 150 of its 1000 rollouts" in report.notes
+    uncapped = blame_many([TRACES / "and.json"], options=opts)[0].report
+    assert uncapped is not None and uncapped.shapley is not None
+    assert uncapped.budget.rollouts > cap
+
+
+def test_max_policy_calls_caps_an_automatic_shapley_run() -> None:
+    from car.batch import plan_batch
+
+    opts = BatchOptions(samples=32, match_samples=0)
+    (item,) = plan_batch([TRACES / "and.json"], opts)
+    assert item.estimate is not None
+    cap = item.estimate.policy_calls + 300
+    (result,) = blame_many([TRACES / "and.json"], options=opts, max_policy_calls=cap)
+    report = result.report
+    assert result.status == "ok" and report is not None and report.shapley is not None
+    assert "Shapley budget cut: --max-policy-calls left 300 of about 3000 policy calls" in report.notes
+    assert report.shapley.budget_calls_limit == 300
+    assert 0 < report.shapley.budget.policy_calls <= 300

@@ -86,3 +86,18 @@ def test_ray_workers_get_the_drivers_backend_options(local_ray: None) -> None:
     report = results[0].report
     assert report is not None and report.specs.policy == "openai:support-refund"
     assert report.budget.errored == 0
+
+
+@pytest.mark.slow
+def test_ray_grants_an_automatic_shapley_run_what_the_cap_leaves(local_ray: None) -> None:
+    from car.executors.ray import run_ray
+
+    opts = BatchOptions(samples=32, match_samples=0)  # and.json at seed 0: credit shared
+    planned = plan_batch([TRACES / "and.json"], opts)
+    assert planned[0].estimate is not None
+    cap = planned[0].estimate.rollouts + 150
+    (result,) = run_ray(options=opts, store=None, concurrency=2, planned=planned, max_rollouts=cap)
+    report = result.report
+    assert report is not None and report.shapley is not None
+    assert report.budget.rollouts <= cap
+    assert "Shapley budget cut: --max-rollouts left 150 of its 1000 rollouts" in report.notes

@@ -90,11 +90,18 @@ def _attribute_task(
     slots: Any,
     concurrency: int,
     backend: BackendOptions,
+    guard: Any,
+    key: int,
 ) -> tuple[TraceResult, list[tuple[str, str, str, str, dict[str, Any]]]]:
     memory = MemoryStore(rows)
     runner = Runner(memory, concurrency, limiter=_ActorLimiter(slots))
+
+    async def grant(rollouts: int, policy_calls: int) -> tuple[int, int]:
+        granted: tuple[int, int] = await guard.grant.remote(key, rollouts, policy_calls)
+        return granted
+
     with configure(**asdict(backend)):
-        result = asyncio.run(attribute_one(path, trace, options, runner))
+        result = asyncio.run(attribute_one(path, trace, options, runner, grant=grant))
     return result, memory.added
 
 
@@ -129,7 +136,7 @@ def run_ray(
         task = ray.remote(_attribute_task)
         results: list[TraceResult | None] = [None] * len(planned)
         refs: dict[Any, int] = {}
-        budget = BudgetGuard(max_rollouts, max_policy_calls)
+        guard = ray.remote(BudgetGuard).remote(max_rollouts, max_policy_calls)
         backend = current()  # the driver's --base-url and friends, for every worker
 
         def finish(i: int, result: TraceResult) -> None:
@@ -140,7 +147,7 @@ def run_ray(
             if item.trace is None:
                 finish(i, TraceResult(item.path, None, "input-error", error=item.error))
                 continue
-            skip = budget.reserve(item.estimate)
+            skip = ray.get(guard.reserve.remote(i, item.estimate))
             if skip is not None:
                 finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
                 continue
@@ -148,7 +155,9 @@ def run_ray(
             rows = store.rows_for(item.trace.content_hash()) if isinstance(store, RolloutStore) else {}
             if progress is not None:
                 progress.trace_started(item.path, need)
-            refs[task.remote(item.path, item.trace, options, rows, slots, concurrency, backend)] = i
+            refs[
+                task.remote(item.path, item.trace, options, rows, slots, concurrency, backend, guard, i)
+            ] = i
 
         pending = list(refs)
         while pending:
@@ -171,6 +180,7 @@ def run_ray(
             if store is not None:
                 for ns, key, trace_hash, kind, payload in added:
                     store.put(ns, key, trace_hash, kind, payload)
+            ray.get(guard.settle.remote(i, result.report))
             finish(i, result)
             if fail_fast and result.status != "ok":
                 for ref in pending:
