@@ -23,6 +23,7 @@ from tests.conftest import ROOT
 
 TRACE = str(ROOT / "traces" / "support-refund.json")
 KEY = "sk-loopback-7f3a9c1e5d2b-SECRET"
+POLICY = "openai:support-refund"
 
 
 def _server(**kw: Any) -> LoopbackServer:
@@ -37,6 +38,11 @@ def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     openai_backend._CAPS.clear()
     http_backend._LIMITERS.clear()
     http_backend._NOTICED.clear()  # notices print once per process; tests read them from stderr
+
+
+def _blame(policy: str, url: str, *extra: str) -> list[str]:
+    """`car blame` on the support-refund trace with a policy served at `url`."""
+    return ["blame", TRACE, "--policy", policy, "--base-url", url, *extra]
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -56,16 +62,7 @@ def test_blame_finds_the_planted_locus_over_openai(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with _server(api_key=KEY) as server:
         code, out, err = _cli(
-            [
-                "blame",
-                TRACE,
-                "--policy",
-                "openai:support-refund",
-                "--base-url",
-                server.url,
-                "--format",
-                "json",
-            ],
+            _blame(POLICY, server.url, "--format", "json"),
             capsys,
         )
     assert code == 0, err
@@ -80,8 +77,8 @@ def test_blame_finds_the_planted_locus_over_openai(
 def test_same_seed_same_report_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
     # A seeded server plus event-keyed seeds: the report does not depend on timing or concurrency.
     with _server() as server, configure(base_url=server.url):
-        a = car.blame(TRACE, policy="openai:support-refund", seed=4, samples=12, concurrency=2)
-        b = car.blame(TRACE, policy="openai:support-refund", seed=4, samples=12, concurrency=12)
+        a = car.blame(TRACE, policy=POLICY, seed=4, samples=12, concurrency=2)
+        b = car.blame(TRACE, policy=POLICY, seed=4, samples=12, concurrency=12)
     strip = {"notes"}
     assert a.model_dump(exclude=strip) == b.model_dump(exclude=strip)
 
@@ -99,7 +96,7 @@ def test_locus_found_across_seeds_despite_faults(seed: int) -> None:
     # request) practically impossible, so any errored rollout would be a bug.
     opts = {"base_url": None, "backoff_base": 0.005, "max_attempts": 10}
     with _server(faults=faults) as server, configure(**{**opts, "base_url": server.url}):
-        report = car.blame(TRACE, policy="openai:support-refund", seed=seed)
+        report = car.blame(TRACE, policy=POLICY, seed=seed)
     assert report.locus == 1
     assert report.budget.errored == 0  # every fault was absorbed by retries
     assert any("retried" in n for n in report.notes)
@@ -108,7 +105,7 @@ def test_locus_found_across_seeds_despite_faults(seed: int) -> None:
 def test_rate_limits_cut_the_shared_limit_and_are_reported() -> None:
     faults = Faults(script=["429"] * 6, retry_after="0", retry_after_ms="5")
     with _server(faults=faults) as server, configure(base_url=server.url, backoff_base=0.005):
-        report = car.blame(TRACE, policy="openai:support-refund", samples=8, match_samples=2)
+        report = car.blame(TRACE, policy=POLICY, samples=8, match_samples=2)
     assert report.locus in (1, None)
     note = next(n for n in report.notes if "retried" in n)
     assert "429 x6" in note and "concurrency limit cut" in note
@@ -122,16 +119,7 @@ def test_blame_over_the_anthropic_wire_format(
     faults = Faults(rates={"429": 0.05, "500": 0.05}, retry_after="0", retry_after_ms="5")
     with _server(api_key=KEY, faults=faults) as server:
         code, out, err = _cli(
-            [
-                "blame",
-                TRACE,
-                "--policy",
-                "anthropic:support-refund",
-                "--base-url",
-                server.anthropic_url,
-                "--format",
-                "json",
-            ],
+            _blame("anthropic:support-refund", server.anthropic_url, "--format", "json"),
             capsys,
         )
         assert all("seed" not in b for _, b in server.requests)
@@ -149,12 +137,8 @@ def test_errored_rollouts_are_counted_shown_and_exit_3_keeps_the_report(
     out_file = tmp_path / "report.json"
     with _server(faults=Faults(rates={"500": 1.0})) as server:
         code, _out, err = _cli(
-            [
-                "blame",
-                TRACE,
-                "--policy",
-                "openai:support-refund",
-                "--base-url",
+            _blame(
+                POLICY,
                 server.url,
                 "--samples",
                 "3",
@@ -164,7 +148,7 @@ def test_errored_rollouts_are_counted_shown_and_exit_3_keeps_the_report(
                 "json",
                 "-o",
                 str(out_file),
-            ],
+            ),
             capsys,
         )
     assert code == 3
@@ -179,7 +163,7 @@ def test_some_errored_rollouts_are_excluded_but_the_run_succeeds() -> None:
     # Each failure costs one rollout; fewer than the threshold: still a result, with the count shown.
     faults = Faults(script=["ok"] * 6, rates={"500": 0.2}, seed=3)  # the probe gets through
     with _server(faults=faults) as server, configure(base_url=server.url, max_attempts=1):
-        report = car.blame(TRACE, policy="openai:support-refund", seed=2)
+        report = car.blame(TRACE, policy=POLICY, seed=2)
     assert report.status == "ok"
     assert 0 < report.budget.errored < report.budget.rollouts / 2
     assert any(f"{report.budget.errored} of" in n for n in report.notes)
@@ -202,20 +186,7 @@ def test_key_never_leaks_from_echoing_server(
     with _server(api_key=KEY, echo_auth=True, faults=faults) as server:
         for fmt in ("json", "table"):
             _code, out, err = _cli(
-                [
-                    "blame",
-                    TRACE,
-                    "--policy",
-                    "openai:support-refund",
-                    "--base-url",
-                    server.url,
-                    "--samples",
-                    "4",
-                    "--format",
-                    fmt,
-                    "-o",
-                    str(out_file),
-                ],
+                _blame(POLICY, server.url, "--samples", "4", "--format", fmt, "-o", str(out_file)),
                 capsys,
             )
             _scan(out, err, out_file.read_text())
@@ -260,16 +231,7 @@ def test_debug_run_in_a_subprocess_prints_no_key(tmp_path: Path) -> None:
                 sys.executable,
                 "-m",
                 "car",
-                "blame",
-                TRACE,
-                "--policy",
-                "openai:support-refund",
-                "--base-url",
-                server.url,
-                "--samples",
-                "2",
-                "--match-samples",
-                "1",
+                *_blame(POLICY, server.url, "--samples", "2", "--match-samples", "1"),
                 "--debug",
             ],
             capture_output=True,
@@ -292,7 +254,7 @@ def test_debug_run_in_a_subprocess_prints_no_key(tmp_path: Path) -> None:
 )
 def test_locus_found_whatever_the_server_supports(seed_mode: str, n_mode: str, how: str) -> None:
     with _server(seed=seed_mode, n=n_mode) as server, configure(base_url=server.url):
-        report = car.blame(TRACE, policy="openai:support-refund", seed=5)
+        report = car.blame(TRACE, policy=POLICY, seed=5)
         sent_n = [b.get("n", 1) for _, b in server.requests if "random word" not in json.dumps(b)]
     assert report.locus == 1
     assert report.budget.errored == 0

@@ -62,16 +62,10 @@ class AnthropicPolicy(ServerPolicy):
 
     kind = "anthropic"
 
-    def __init__(
-        self,
-        model: str | None,
-        trace: Trace | None = None,
-        *,
-        spec: str | None = None,
-        options: BackendOptions | None = None,
-        http: HttpBackend | None = None,
-    ) -> None:
-        super().__init__(model, trace, spec, options, http, anthropic_backend)
+    def connect(self, options: BackendOptions) -> HttpBackend:
+        return anthropic_backend(options)
+
+    def started(self, trace: Trace | None) -> None:
         self._pair_rejected = False
         notice(
             f"{self.spec}: the Messages API has no seed: samples are independent and arms cannot "

@@ -4,7 +4,7 @@ and the base class that holds a policy's options, model, spec and HTTP backend."
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from typing import ClassVar
 
 from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, cache_config, current
@@ -18,21 +18,29 @@ __all__ = ["ServerPolicy", "api_key", "recorded_models", "resolve_model", "sampl
 class ServerPolicy:
     """A policy served over HTTP: `kind:MODEL`, the run's backend options, one `HttpBackend`."""
 
-    kind: str = ""
+    kind: ClassVar[str] = ""
 
     def __init__(
         self,
         model: str | None,
-        trace: Trace | None,
-        spec: str | None,
-        options: BackendOptions | None,
-        http: HttpBackend | None,
-        make_http: Callable[[BackendOptions], HttpBackend],
+        trace: Trace | None = None,
+        *,
+        spec: str | None = None,
+        options: BackendOptions | None = None,
+        http: HttpBackend | None = None,
     ) -> None:
         self.options = options or current()
         self.model = resolve_model(self.kind, model, trace)
         self.spec = spec or f"{self.kind}:{model or ''}"
-        self.http = http or make_http(self.options)
+        self.http = http or self.connect(self.options)
+        self.started(trace)
+
+    def connect(self, options: BackendOptions) -> HttpBackend:
+        """The vendor's HTTP backend (when none is passed in)."""
+        raise NotImplementedError
+
+    def started(self, trace: Trace | None) -> None:
+        """A subclass's own set-up, once the shared attributes are in place."""
 
     @property
     def cache_config(self) -> dict[str, object]:

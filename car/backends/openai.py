@@ -154,16 +154,10 @@ class OpenAIPolicy(ServerPolicy):
 
     kind = "openai"
 
-    def __init__(
-        self,
-        model: str | None,
-        trace: Trace | None = None,
-        *,
-        spec: str | None = None,
-        options: BackendOptions | None = None,
-        http: HttpBackend | None = None,
-    ) -> None:
-        super().__init__(model, trace, spec, options, http, openai_backend)
+    def connect(self, options: BackendOptions) -> HttpBackend:
+        return openai_backend(options)
+
+    def started(self, trace: Trace | None) -> None:
         self._recorded = recorded_models(trace)
         self._seen_models: set[str] = set()
         self._used: dict[str, Capabilities] = {}
