@@ -36,6 +36,7 @@ __all__ = [
     "WorkEstimate",
     "blame_many",
     "blame_many_async",
+    "check_caps",
     "deliver",
     "estimate_trace",
     "expand_paths",
@@ -289,6 +290,13 @@ class BudgetGuard:
         self.policy_calls += policy_calls
 
 
+def check_caps(max_rollouts: int | None, max_policy_calls: int | None) -> None:
+    """The run-wide caps must be counts (0 allows nothing)."""
+    for flag, cap in (("--max-rollouts", max_rollouts), ("--max-policy-calls", max_policy_calls)):
+        if cap is not None and cap < 0:
+            raise InputError(f"{flag} must be 0 or more, got {cap}")
+
+
 def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
     """Rollouts, match draws and policy calls (at the recorded lengths) for one trace.
 
@@ -511,6 +519,7 @@ async def blame_many_async(
     opts = options or BatchOptions()
     if concurrency < 1:
         raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+    check_caps(max_rollouts, max_policy_calls)
     work = list(planned) if planned is not None else plan_batch(paths, opts, shard)
     runner = Runner(store, concurrency)
     results: list[TraceResult | None] = [None] * len(work)

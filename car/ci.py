@@ -15,7 +15,14 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from car.batch import BatchOptions, TraceResult, blame_many_async, plan_batch, total_estimate
+from car.batch import (
+    BatchOptions,
+    TraceResult,
+    blame_many_async,
+    check_caps,
+    plan_batch,
+    total_estimate,
+)
 from car.errors import InputError
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code
 from car.outputs import OutputFormat, counts_line, jsonl_line, render_output
@@ -113,6 +120,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         raise InputError("--min-match-rate needs match draws: set --match-samples above 0")
     if req.executor not in ("local", "ray"):
         raise InputError(f"--executor must be 'local' or 'ray', got {req.executor!r}")
+    check_caps(req.max_rollouts, req.max_policy_calls)
 
     planned = plan_batch(req.paths, req.options, req.shard)
     estimate = total_estimate(planned)
@@ -212,6 +220,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     for res in results:
         if res.status in ("input-error", "backend-error") and not batch:
             print(f"car: error: {res.error}", file=sys.stderr)
+        elif res.status == "budget" and not batch:
+            print(f"car: budget: {res.path}: {res.error}", file=sys.stderr)
         elif res.status == "gate" and not batch:
             for g in res.gates:
                 print(f"car: gate: {g}", file=sys.stderr)

@@ -207,6 +207,18 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
     assert any("--max-policy-calls 40" in (r["error"] or "") for r in records)
 
 
+def test_one_trace_over_the_cap_says_why_and_a_negative_cap_is_bad_input(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["blame", PIVOT, *FAST, "--max-rollouts", "10"], capsys)
+    assert code == 1 and out == ""
+    assert "car: budget: " in err and "skipped: needs 13 rollouts, 10 left of --max-rollouts 10" in err
+    for flag in ("--max-rollouts", "--max-policy-calls"):
+        code, out, err = run(["blame", PIVOT, *FAST, flag, "-1"], capsys)
+        assert code == 2 and out == ""
+        assert err.strip() == f"car: error: {flag} must be 0 or more, got -1"
+
+
 def test_estimates_follow_the_method() -> None:
     from car.batch import estimate_trace
     from car.trace import load_trace
