@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from car.errors import InputError
+from car.jsonfile import read_bytes
 
 __all__ = [
     "DEFAULT_DIR",
@@ -193,6 +194,11 @@ class RolloutStore:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
+        if self.path.is_dir():
+            raise StoreError(
+                f"{self.path}: is a directory, not a store file; name a file (--store PATH) or "
+                "run without a store (--no-store)"
+            )
         if create:
             if self.path.parent.name == DEFAULT_DIR:
                 _prepare_default_dir(self.path.parent)
@@ -361,6 +367,8 @@ def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
     is deleted too; any other file that is not a car store needs `force`, so that a mistyped
     `--store` never deletes someone else's data."""
     p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"{p}: is a directory, not a car store; not deleting it")
     if (
         p.exists()
         and not force
@@ -376,20 +384,30 @@ def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
     return removed
 
 
+def _is_sqlite(p: Path) -> bool:
+    try:
+        with p.open("rb") as fh:
+            return fh.read(16).startswith(b"SQLite format 3")
+    except OSError:
+        return False  # reading it again names the problem
+
+
 def load_results(source: str | Path) -> Iterator[dict[str, Any]]:
     """Stored report documents from a store file, a `car.report/v1` JSON file, or a JSONL of batch
     records: what `car report` re-renders without any new model call."""
     p = Path(source)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    with p.open("rb") as fh:
-        head = fh.read(16)
-    if head.startswith(b"SQLite format 3"):
+    what = "a car store, a JSON report or batch records (JSONL)"
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory, expected {what}")
+    if _is_sqlite(p):
         with RolloutStore(p, create=False) as store:
             for r in store.results():
                 yield r.report
         return
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = read_bytes(p, what=what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: byte {exc.start}: not UTF-8 text, expected {what}") from None
     try:
         doc = json.loads(text)
     except ValueError:

@@ -189,3 +189,27 @@ def test_missing_policy_is_explained(run_cli, tmp_path: Path) -> None:  # type: 
     r = run_cli("blame", path)
     assert r.code == 2
     assert "names no policy" in r.err and "--policy" in r.err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("report", "{dir}"), "is a directory, expected a car store, a JSON report or batch records"),
+        (("report", "{bin}"), "byte 0: not UTF-8 text, expected a car store"),
+        (("cache", "clear", "--store", "{dir}", "--force"), "is a directory, not a car store"),
+        (("cache", "info", "--store", "{dir}"), "is a directory, not a store file"),
+        (("blame", str(TRACES / "pivot.json"), "--store", "{dir}"), "is a directory, not a store"),
+    ],
+)
+def test_stores_and_results_that_are_directories_or_binary(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    folder = tmp_path / "results.jsonl"
+    folder.mkdir()
+    binary = tmp_path / "results-bin.jsonl"
+    binary.write_bytes(b"\xff\xfe{")
+    r = run_cli(*(a.format(dir=folder, bin=binary) for a in args))
+    assert r.code == 2, r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("car: error: ") and expected in lines[0], r.err
+    assert folder.is_dir()  # never deleted

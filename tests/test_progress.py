@@ -1,0 +1,41 @@
+"""Batch progress on stderr: the live display on a terminal and the heartbeat lines for logs."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from car.batch import BatchOptions, blame_many
+from car.progress import HeartbeatProgress, RichBatchProgress
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+OPTS = BatchOptions(samples=4, match_samples=0, method="contrastive")
+PATHS = [TRACES / "pivot.json", TRACES / "support-refund.json", TRACES / "missing.json"]
+
+
+def test_live_display_prints_a_line_per_trace_and_clears_its_bars() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    display = RichBatchProgress(console, total_traces=2)
+    with display:
+        results = blame_many(PATHS[:2], options=OPTS, progress=display)
+    assert [r.status for r in results] == ["ok", "ok"]
+    text = out.getvalue()
+    assert "ok " + str(PATHS[0]) + ": step 1 (agent); 13 rollouts (0 stored)" in text
+    assert "ok " + str(PATHS[1]) + ": " in text
+    assert display.done == 2 and not display.tasks  # every per-trace bar was removed
+
+
+def test_heartbeat_lines_count_traces_and_rollouts() -> None:
+    out = io.StringIO()
+    progress = HeartbeatProgress(out, total_traces=3, interval=0.0)  # a heartbeat at every advance
+    results = blame_many(PATHS, options=OPTS, progress=progress)
+    assert sorted(r.status for r in results) == ["input-error", "ok", "ok"]
+    lines = out.getvalue().splitlines()
+    finished = [line for line in lines if line.startswith("car: [") and "/3]" in line]
+    assert len(finished) == 3
+    assert any("missing.json: input-error" in line for line in finished)
+    beats = [line for line in lines if "in flight" in line]
+    assert beats and all("of their rollouts and draws done" in line for line in beats)
