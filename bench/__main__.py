@@ -161,10 +161,11 @@ def render(
         "## Shapley credit (the paper's estimators and car's, seed-matched)",
         "",
         "rmse of phi; share error: mean |phi_i / sum phi - true share|; coverage and width of the "
-        "nominal 95% intervals; rollouts and calls: mean rollouts and policy calls spent; `car`: "
-        "car's default (`auto`: fork-walks); `car-exact`: every coalition on each replicate (not "
-        "run on long: 2^30 coalitions); `-shared`: with shared seeds (the paper's: one replicate "
-        "per walk shared by its coalitions; car's: forks continue on their replicate's noise).",
+        "nominal 95% intervals, over players whose estimate is not exact on every seed; rollouts and "
+        "calls: mean rollouts and policy calls spent; `car`: car's default (`auto`: fork-walks); "
+        "`car-exact`: every coalition on each replicate (not run on long: 2^30 coalitions); "
+        "`-shared`: with shared seeds (the paper's: one replicate per walk shared by its "
+        "coalitions; car's: forks continue on their replicate's noise).",
         "",
         "| case | method | budget | seeds | rmse | share error | coverage | width | rollouts | calls |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -172,7 +173,7 @@ def render(
     for s in shapley:
         out.append(
             f"| {s.case} | {s.method} | {s.budget} | {s.reps} | {s.rmse:.4f} | {s.share_error:.4f} "
-            f"| {s.coverage:.3f} | {s.width:.3f} | {s.rollouts:.0f} | {_f(s.calls, '.0f')} |"
+            f"| {_f(s.coverage)} | {_f(s.width)} | {s.rollouts:.0f} | {_f(s.calls, '.0f')} |"
         )
     headline = next(
         (x for x in shapley if x.case == "planted-and" and x.method == "paper-12" and x.budget == 7680),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.methods import replay_for
-from bench.suite import Case, model_truth
+from bench.suite import Case, interval_coverage, model_truth
 from car.estimators.paper import paper_shapley, paper_shapley_plan
 from car.replay import Plan
 from car.sim import record
@@ -154,18 +154,21 @@ def shapley_cell(
     groups = players if players else [[k] for k in range(model.size())]
     phi = np.array(shapley_values(model, groups))
     share = phi / phi.sum()
-    sq, err, cov, width, spent, calls = 0.0, 0.0, 0, 0.0, [], []
+    sq, err, spent, calls = 0.0, 0.0, [], []
+    values, lows, highs = [], [], []
     for s in range(seed0, seed0 + reps):
         game = Game(case, s, groups)
         est = SHAPLEY[method](game, budget, np.random.default_rng([s, 11]))
         sq += float(np.mean((est.values - phi) ** 2))
         total = est.values.sum()
         err += float(np.mean(np.abs(est.values / total - share))) if total != 0 else 1.0
-        cov += int(np.sum((est.low <= phi + 1e-12) & (phi - 1e-12 <= est.high)))
-        width += float(np.mean(est.high - est.low))
+        values.append(est.values)
+        lows.append(est.low)
+        highs.append(est.high)
         spent.append(est.rollouts)
         calls.append(game.policy_calls)
-    k = len(phi)
+    everyone = np.ones(len(phi), dtype=bool)
+    coverage, width = interval_coverage(np.array(values), np.array(lows), np.array(highs), phi, everyone)
     return ShapleyCell(
         case.name,
         method,
@@ -173,8 +176,8 @@ def shapley_cell(
         reps,
         math.sqrt(sq / reps),
         err / reps,
-        cov / (reps * k),
-        width / reps,
+        coverage,
+        width,
         float(np.mean(spent)),
         float(np.mean(calls)),
     )

@@ -20,7 +20,15 @@ from car.sim import record, scenario_for
 from car.sim.mdp import Corridor
 from car.sim.planted import BinaryModel, ExactModel, Truth, truth
 
-__all__ = ["Case", "certify_cell", "contrastive_cell", "lower_bound", "model_truth"]
+__all__ = [
+    "Case",
+    "certify_cell",
+    "contrastive_cell",
+    "fixed_exact_coverage",
+    "interval_coverage",
+    "lower_bound",
+    "model_truth",
+]
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int
             if rep.certified:
                 wrong_cert += rep.locus != want
                 cert_rollouts.append(rep.rollouts)
-    coverage, width = _coverage(np.array(est), np.array(lows), np.array(highs), eff, live)
+    coverage, width = interval_coverage(np.array(est), np.array(lows), np.array(highs), eff, live)
     exact_cov = None
     if method == "car-fixed" and model.deterministic_outcome():
         n = fixed_replicates(budget, len(tr.fail), exact=True)
@@ -118,14 +126,14 @@ def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int
     )
 
 
-def _coverage(
+def interval_coverage(
     est: np.ndarray, low: np.ndarray, high: np.ndarray, truth: np.ndarray, live: np.ndarray
 ) -> tuple[float, float]:
-    """Coverage and mean width of per-step intervals (seeds x steps) over the informative steps.
+    """Coverage and mean width of intervals (seeds x quantities) over the informative quantities.
 
-    A step counts when its failure rate is strictly between 0 and 1 and its estimate is not the truth
-    on every seed: an estimate that cannot vary (a step that never changes anything, with shared
-    noise) covers whatever its interval, which says nothing about the interval.
+    A quantity counts when `live` says so (a step's failure rate strictly between 0 and 1) and its
+    estimate is not the truth on every seed: an estimate that cannot vary (a step or player that never
+    changes anything, with shared noise) covers whatever its interval, which says nothing about it.
     """
     exact = np.all(np.abs(est - truth) < 1e-12, axis=0)
     ok = (live & ~exact)[None, :] & ~np.isnan(est)
