@@ -12,6 +12,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,8 +20,10 @@ from bench.methods import replay_for
 from bench.suite import Case, interval_coverage, model_truth
 from car.estimators.paper import paper_shapley, paper_shapley_plan
 from car.replay import Plan
-from car.sim import record
 from car.sim.planted import shapley_values
+
+if TYPE_CHECKING:
+    from car.shapley import ShapleyMethod
 
 __all__ = ["SHAPLEY", "Game", "ShapleyEstimate", "register", "shapley_cell"]
 
@@ -37,7 +40,7 @@ class Game:
     """v(S) by rollouts: players are groups of steps; a coalition holds its players' steps."""
 
     def __init__(self, case: Case, seed: int, players: Sequence[Sequence[int]] | None = None):
-        self.trace = record(case.model, **dict(case.params))
+        self.trace = case.trace()
         self.replay = replay_for(self.trace, seed)
         n = len(self.trace.steps)
         self.players = [list(p) for p in players] if players else [[k] for k in range(n)]
@@ -93,7 +96,9 @@ def _paper(
     return method
 
 
-def _car(method: str, shared: bool) -> Callable[[Game, int, np.random.Generator], ShapleyEstimate]:
+def _car(
+    method: ShapleyMethod, shared: bool
+) -> Callable[[Game, int, np.random.Generator], ShapleyEstimate]:
     """car's own Shapley estimators (`car.shapley.run_shapley`) on the suite's game."""
 
     def run(game: Game, budget: int, rng: np.random.Generator) -> ShapleyEstimate:
@@ -106,7 +111,7 @@ def _car(method: str, shared: bool) -> Callable[[Game, int, np.random.Generator]
                 players,
                 method=method,
                 budget=budget,
-                shared_seeds=shared,  # type: ignore[arg-type]
+                shared_seeds=shared,
             )
         )
         est = result.estimate

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import xlogy
@@ -19,6 +19,9 @@ from car.estimators.contrastive import estimate_contrastive
 from car.sim import record, scenario_for
 from car.sim.mdp import Corridor
 from car.sim.planted import BinaryModel, ExactModel, Truth, truth
+
+if TYPE_CHECKING:
+    from car.trace import Trace
 
 __all__ = [
     "Case",
@@ -37,6 +40,11 @@ class Case:
     params: tuple[tuple[str, float], ...] = ()
     min_effect: float = 0.1
     label: str = ""
+
+    def trace(self) -> Trace:
+        """The case's recorded failing run."""
+        # `params` name the model's parameters, never `seed` (the recording's seed stays 0).
+        return record(self.model, **dict(self.params))  # type: ignore[arg-type]
 
     @property
     def name(self) -> str:
@@ -75,7 +83,7 @@ class Cell:
 def contrastive_cell(case: Case, method: str, budget: int, reps: int, seed0: int = 0) -> Cell:
     """Run `method` on `case` at `budget` for seeds seed0.. seed0+reps-1 and score it."""
     model, tr = model_truth(case)
-    trace = record(case.model, **dict(case.params))
+    trace = case.trace()
     want = tr.locus(case.min_effect)
     eff = np.array(tr.effects)
     live = np.array([0 < p < 1 for p in tr.fail])
