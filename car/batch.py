@@ -305,7 +305,7 @@ def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bo
     granted what the caps leave when it starts (`BudgetGuard.grant`).
     """
     from car.adaptive import ROLLOUTS_PER_STEP
-    from car.shapley import DEFAULT_BUDGET
+    from car.shapley import DEFAULT_BUDGET, calls_estimate
 
     decisions = trace.decision_steps
     m = len(decisions)
@@ -319,7 +319,8 @@ def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bo
     calls = sum(options.samples * (m - i) for i in range(m))
     shapley = 0 if options.method == "contrastive" else (options.budget or DEFAULT_BUDGET)
     if options.method == "shapley":
-        return WorkEstimate(1, rollouts + shapley, draws, calls + shapley * m + draws)
+        shapley_calls = calls_estimate(shapley, m)
+        return WorkEstimate(1, rollouts + shapley, draws, calls + shapley_calls + draws)
     return WorkEstimate(1, rollouts, draws, calls + draws, shapley_rollouts=shapley)
 
 

@@ -21,6 +21,7 @@ from car.shapley import (
     Progress,
     ShapleyMethod,
     budget_room,
+    calls_estimate,
     choose_method,
     parse_players,
     run_shapley,
@@ -119,7 +120,7 @@ async def shapley_into_report(
             report.notes.append(f"Shapley not run: {why}")
         return report
     if grant is not None and method == "auto":
-        wanted_calls = budget_calls or budget * max(len(replay.trace.decision_steps), 1)
+        wanted_calls = budget_calls or calls_estimate(budget, len(replay.trace.decision_steps))
         got, got_calls = await grant(budget, wanted_calls)
         cuts = []
         if got < budget:

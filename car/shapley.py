@@ -57,6 +57,7 @@ __all__ = [
     "ShapleyMethod",
     "ShapleyResult",
     "budget_room",
+    "calls_estimate",
     "choose_method",
     "credited_players",
     "exact_cost",
@@ -222,6 +223,12 @@ class _Game:
 
 def _v(r: Rollout) -> float:
     return math.nan if r.value is None else r.value
+
+
+def calls_estimate(budget: int, decisions: int) -> int:
+    """Policy calls a Shapley run of `budget` rollouts may take at the recorded length: a rollout
+    re-decides at most every decision step."""
+    return budget * max(decisions, 1)
 
 
 def exact_cost(n: int, v_all_known: bool, replicates: int = EXACT_MIN_REPLICATES) -> int:
