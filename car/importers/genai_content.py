@@ -114,7 +114,7 @@ def _messages(value: Any, at: At, b: Builder) -> list[Msg]:
                 out.append(msg)
         else:
             msg = Msg(role=role, text=_content(m.get("content")))
-            for j, tc in enumerate(m.get("tool_calls") or []):
+            for j, tc in enumerate((at / i / "tool_calls").arr(m.get("tool_calls") or [])):
                 if isinstance(tc, dict):
                     fn_raw = tc.get("function")
                     fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc

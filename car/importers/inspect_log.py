@@ -151,7 +151,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                     "inputs-unresolved",
                     "some model inputs are condensed references car could not resolve",
                 )
-            tools = [t for t in ev.get("tools") or [] if isinstance(t, dict)]
+            tools = [t for t in (here / "tools").arr(ev.get("tools") or []) if isinstance(t, dict)]
             system = next((m.content for m in inputs if m.role == "system"), None)
             b.actor(actor, "agent", system_prompt=system, tools=tools)
             cfg = ev.get("config")

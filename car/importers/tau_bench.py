@@ -53,7 +53,8 @@ class TauBench:
             return [self._tau1(doc, obj, at, stem)]
         if isinstance(obj.get("simulations"), list):
             sims = obj["simulations"]
-            tasks = {str(t.get("id")): t for t in obj.get("tasks") or [] if isinstance(t, dict)}
+            listed = (at / "tasks").arr(obj.get("tasks") or [])
+            tasks = {str(t.get("id")): t for t in listed if isinstance(t, dict)}
             return [self._tau2(doc, s, at / "simulations" / i, stem, tasks) for i, s in enumerate(sims)]
         return [self._tau2(doc, obj, at, stem, {})]
 

@@ -362,3 +362,21 @@ def test_fuzz_the_command_line_never_shows_a_traceback(
     assert "Traceback" not in err
     if code == 2:
         assert err.count("\n") == 1 and err.startswith(f"car: error: {f}")
+
+
+@pytest.mark.parametrize("name", [*(v for v in FIXTURE_OF.values() if v), "inspect_log.json"])
+def test_every_field_of_every_fixture_given_a_wrong_type_is_an_input_error(name: str) -> None:
+    """The exhaustive form of the fuzz above: each place in the fixture, each wrong kind of value."""
+    from tests_fixture_path import FIXTURES
+
+    original = read_document(FIXTURES / name).data
+    for path in _paths(original)[1:]:
+        for new in (True, 7, "x", None, {}, [], [True], {"k": True}):
+            mutated = _replace(copy.deepcopy(original), path, new)
+            try:
+                if name == "inspect_log.json":
+                    convert_log(mutated, Document("fuzz.json", b"", "json", mutated))
+                else:
+                    _convert(next(k for k, v in FIXTURE_OF.items() if v == name), mutated)
+            except InputError as exc:
+                assert "\n" not in str(exc), (path, new)
