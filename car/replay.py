@@ -201,14 +201,17 @@ class Replay:
     async def sample_recorded(self, step: int, draw: int) -> Action:
         """Draw one action at the recorded context of `step` (for the action-match rate)."""
         rec = self.trace.steps[step]
-        decision = self._decision(step, rec.actor, tuple(_copied(s) for s in self.trace.steps[:step]))
+        history = tuple(_copied(s) for s in self.trace.steps[:step])
+        decision = self._decision(step, rec.actor, history, True)
         self.counters.policy_calls += 1
         return await self.policy.act(decision, self.key(draw, step, "match"))
 
     # -- the loop ------------------------------------------------------------------------------
-    def _decision(self, index: int, actor: str, history: tuple[Turn, ...]) -> Decision:
+    def _decision(
+        self, index: int, actor: str, history: tuple[Turn, ...], history_on_record: bool
+    ) -> Decision:
         rec = self.trace.steps[index] if index < len(self.trace.steps) else None
-        on_record = rec is not None and rec.actor == actor and self._on_record(history)
+        on_record = rec is not None and rec.actor == actor and history_on_record
         explicit = rec.context if on_record and rec is not None and rec.context != "prefix" else None
         return Decision(
             step=index,
@@ -260,7 +263,7 @@ class Replay:
                 elif index in plan.held and recorded is not None:
                     action, mode, diverged = recorded.action, Mode.HELD, not on_record
                 else:
-                    decision = self._decision(index, actor, tuple(turns))
+                    decision = self._decision(index, actor, tuple(turns), on_record)
                     calls += 1
                     self.counters.policy_calls += 1
                     action = await self.policy.act(decision, self.key(replicate, index, "policy"))

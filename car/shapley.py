@@ -290,9 +290,9 @@ def choose_method(
     """Exact when asked for; else (`auto` too) the fork-walks. Raises `BudgetError` with the budget
     needed when `room` (rollouts) cannot pay the method's minimum.
 
-    `auto` runs the walks: on the planted suite they reach a given error with as few rollouts as
-    exact enumeration or fewer on 9 of 10 models without shared seeds, and about as few with them
-    (docs/shapley.md), and a pair of walks costs at most 2n rollouts where a replicate of the exact
+    `auto` runs the walks: on the planted suite they reach a given error with fewer rollouts than
+    exact enumeration on 6 of 8 models without shared seeds and 7 of 8 with them (docs/shapley.md),
+    and a pair of walks costs at most 2n rollouts where a replicate of the exact
     method may cost 2^n (it does when replayed actions rarely repeat the record, as free-text turns).
     """
     if method == "exact":

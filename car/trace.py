@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -274,7 +275,7 @@ class Trace(_Model):
                 return a
         raise KeyError(actor_id)
 
-    @property
+    @cached_property
     def decision_steps(self) -> tuple[int, ...]:
         """Indices of the steps that replay may hold, resample or force."""
         deciders = {a.id for a in self.actors if a.decides}

@@ -93,9 +93,14 @@ def test_extract_then_compare() -> None:
     trace = str(ROOT / "traces" / "research-team.json")
     spec = "llm-judge:openai:extract?mode=extract&expected=8402611"
     with LoopbackServer({"extract": _extractor}) as server, configure(base_url=server.url):
-        report = car.blame(trace, scorer=spec, seed=0, samples=12)
+        report = car.blame(trace, scorer=spec, seed=0, samples=12, method="contrastive")
     assert report.factual.estimate == 1.0  # the recorded answer is the wrong figure
-    assert report.locus == 3
+    # The extracted answer fails exactly when the simulation's own scorer says the figure is wrong:
+    # on the same seed every rollout scores the same, so every step's rescue count agrees.
+    builtin = car.blame(trace, seed=0, samples=12, method="contrastive")
+    counts = [(s.rescue.estimate, s.rescue.n) for s in report.steps if s.rescue is not None]
+    assert counts == [(s.rescue.estimate, s.rescue.n) for s in builtin.steps if s.rescue is not None]
+    assert len(counts) == 5 and any(0 < rate < 1 for rate, _ in counts)
     assert normalise_answer("8,402,611.") == normalise_answer("8402611")
     assert normalise_answer("Paris") != normalise_answer("9,100,000")
 

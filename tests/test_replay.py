@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 
 from car import Action, Decision, EnvStep, EventKey, Plan, Replay, Trajectory, Turn
@@ -305,6 +306,24 @@ def test_event_keys_are_stable_and_distinct() -> None:
     assert k.uniform() not in others and len(others) == 4
     assert EventKey(1, 2, -1, "score").uniform() == EventKey(1, 2, -1, "score").uniform()
     assert 0 <= k.seed32() < 2**31
+
+
+def test_event_key_derivation_is_pinned() -> None:
+    # Every seeded figure in the docs and the bench depends on these digests: a change to the
+    # derivation must be deliberate (and regenerate them), never a side effect.
+    k = EventKey(1, 2, 3, "policy")
+    assert k.uniform() == 0.31273018830888677
+    assert k.seed32() == 1836479395
+    assert k.generator().random() == 0.9361257613444035
+
+
+def test_event_key_uniforms_are_uniform_and_independent_across_kinds() -> None:
+    from scipy import stats
+
+    policy = np.array([EventKey(7, r, 2, "policy").uniform() for r in range(20_000)])
+    env = np.array([EventKey(7, r, 2, "env").uniform() for r in range(20_000)])
+    assert stats.kstest(policy, "uniform").pvalue > 1e-3
+    assert abs(np.corrcoef(policy, env)[0, 1]) < 4 / np.sqrt(20_000)
 
 
 @pytest.mark.parametrize("step", [0, 1, 2])
