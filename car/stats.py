@@ -7,6 +7,7 @@ the tail probability `alpha` directly.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy import special  # light: scipy.stats and scipy.optimize would add a second to start-up
@@ -53,6 +54,7 @@ def clopper_pearson(k: int, n: int, level: float) -> tuple[float, float]:
     return cp_lower(k, n, tail), cp_upper(k, n, tail)
 
 
+@lru_cache(maxsize=8192)  # pure in small integers: estimators ask for the same counts again and again
 def mid_p(k: int, n: int, level: float) -> tuple[float, float]:
     """Mid-p exact two-sided interval: Clopper-Pearson with half the observed outcome's probability.
 
@@ -116,6 +118,7 @@ def _tango_z(d: float, up: int, down: int, n: int) -> float:
     return num / math.sqrt(var)
 
 
+@lru_cache(maxsize=8192)
 def tango(up: int, down: int, n: int, level: float) -> tuple[float, float, float]:
     """Tango's score interval for a paired difference of proportions from discordant counts."""
     z = z_upper((1 - level) / 2)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, overload
 
 from car.protocols import Turn
 from car.sim.base import Scenario, failing_trace, say
@@ -57,6 +57,35 @@ def choices(turns: Sequence[Turn]) -> tuple[bool, ...]:
     return tuple(_is_bad(t.action) for t in turns)
 
 
+class _Choices(Sequence[bool]):
+    """`choices(turns)`, worked out on first use: most steps' probabilities never look at them, and
+    working them out at every step of a long run costs time quadratic in its length."""
+
+    __slots__ = ("_bad", "_turns")
+
+    def __init__(self, turns: Sequence[Turn]) -> None:
+        self._turns = turns
+        self._bad: tuple[bool, ...] | None = None
+
+    def _all(self) -> tuple[bool, ...]:
+        if self._bad is None:
+            self._bad = choices(self._turns)
+        return self._bad
+
+    @overload
+    def __getitem__(self, i: int) -> bool: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[bool]: ...
+    def __getitem__(self, i: int | slice) -> bool | Sequence[bool]:
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[bool]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+
 @dataclass(frozen=True)
 class BinaryModel(Scenario):
     """Base class: n steps, each choosing BAD or GOOD; the run fails as a function of the choices."""
@@ -68,7 +97,7 @@ class BinaryModel(Scenario):
     def size(self) -> int:
         raise NotImplementedError
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         """P(step chooses BAD | the earlier choices `bad`)."""
         raise NotImplementedError
 
@@ -89,7 +118,7 @@ class BinaryModel(Scenario):
 
     # -- Scenario hooks: the same program the replay engine runs ---------------------------------
     def decide(self, step: int, actor: str, history: Sequence[Turn], u: float) -> Action:
-        bad = u < self.bad_prob(step, choices(history))
+        bad = u < self.bad_prob(step, _Choices(history))
         return say(f"step {step}: choose {'BAD' if bad else 'GOOD'}")
 
     def next_actor(self, step: int, history: Sequence[Turn]) -> str | None:
@@ -262,12 +291,12 @@ class PlantedPivot(BinaryModel):
     def size(self) -> int:
         return 3
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         if step == 1:
             return self.p("p")
         return _report_step(self._fail(bad)) if step == 2 else 0.0
 
-    def _fail(self, bad: tuple[bool, ...]) -> bool:
+    def _fail(self, bad: Sequence[bool]) -> bool:
         return bad[1]
 
     def fail_prob(self, bad: tuple[bool, ...]) -> float:
@@ -292,10 +321,10 @@ class PlantedAnd(PlantedPivot):
     summary: ClassVar[str] = "the run failed because steps 0 and 1 both chose BAD"
     defaults: ClassVar[dict[str, float]] = {"q": 0.3}
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         return _report_step(self._fail(bad)) if step == 2 else self.p("q")
 
-    def _fail(self, bad: tuple[bool, ...]) -> bool:
+    def _fail(self, bad: Sequence[bool]) -> bool:
         return bad[0] and bad[1]
 
     def recorded(self) -> tuple[bool, ...]:
@@ -315,7 +344,7 @@ class PlantedOr(PlantedAnd):
     name: ClassVar[str] = "planted-or"
     summary: ClassVar[str] = "the run failed because steps 0 and 1 chose BAD (either suffices)"
 
-    def _fail(self, bad: tuple[bool, ...]) -> bool:
+    def _fail(self, bad: Sequence[bool]) -> bool:
         return bad[0] or bad[1]
 
 
@@ -332,7 +361,7 @@ class Chain(PlantedPivot):
     summary: ClassVar[str] = "a BAD plan was decided, then executed"
     defaults: ClassVar[dict[str, float]] = {"a": 0.4, "s": 0.05}
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         if step == 0:
             return self.p("a")
         s = self.p("s")
@@ -363,14 +392,14 @@ class Mediated(Chain):
     def size(self) -> int:
         return 3
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         if step == 0:
             return self.p("a")
         if step == 1:
             return self.p("hi") if bad[0] else self.p("lo")
         return self.p("c")
 
-    def _fail(self, bad: tuple[bool, ...]) -> bool:
+    def _fail(self, bad: Sequence[bool]) -> bool:
         return bad[1] and bad[2]
 
 
@@ -393,7 +422,7 @@ class Graded(BinaryModel):
     def size(self) -> int:
         return 4
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         return self.q[step]
 
     def fail_prob(self, bad: tuple[bool, ...]) -> float:
@@ -422,7 +451,7 @@ class Cascade(BinaryModel):
     def size(self) -> int:
         return 6
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         return min(0.9, self.p("base") + self.p("gain") * sum(bad))
 
     def fail_prob(self, bad: tuple[bool, ...]) -> float:
@@ -473,14 +502,14 @@ class LongTrace(BinaryModel):
     def relevant(self) -> frozenset[int] | None:
         return frozenset({*self.keys(), self.size() - 1})
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         if step in self.keys():
             return self.p("q")
         if step == self.size() - 1:
             return _report_step(self._fail(bad))
         return 0.1 * ((step * 7) % 11) / 10  # slips of 0-10% that change nothing
 
-    def _fail(self, bad: tuple[bool, ...]) -> bool:
+    def _fail(self, bad: Sequence[bool]) -> bool:
         return sum(bad[k] for k in self.keys() if k < len(bad)) >= 2
 
     def fail_prob(self, bad: tuple[bool, ...]) -> float:
@@ -516,7 +545,7 @@ class Team(BinaryModel):
     def actor_of(self, step: int) -> str:
         return self.order[step]
 
-    def bad_prob(self, step: int, bad: tuple[bool, ...]) -> float:
+    def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         if step == 0:
             return self.p("a")
         if step == 1:
@@ -525,7 +554,7 @@ class Team(BinaryModel):
             return self.p("m")
         return _report_step(self._fail(bad))
 
-    def _fail(self, bad: tuple[bool, ...]) -> bool:
+    def _fail(self, bad: Sequence[bool]) -> bool:
         return bad[1] and bad[2]
 
     def fail_prob(self, bad: tuple[bool, ...]) -> float:
