@@ -11,31 +11,35 @@ from typing import Any
 
 from bench.credit import SHAPLEY, ShapleyCell, shapley_cell
 from bench.suite import Case, Cell, certify_cell, contrastive_cell
-from bench.targets import PIVOT, Target, check, shapley_ratio_target
+from bench.targets import PIVOT, Target, check, rollouts_to, shapley_ratio_target
+from car.shapley import exact_cost
 
 PIVOT_CASE = Case("planted-pivot", (("p", 0.9),), 0.0, PIVOT)
-SHAPLEY_BUDGET = 640  # rollouts per Shapley cell (the paper's headline budget is 7,680)
+SHAPLEY_BUDGET = 320  # rollouts per Shapley cell
+HEADLINE_BUDGET = 7680  # the paper's headline run: 80 pairs of walks x 4 coalitions x 12 rollouts
 QUICK_SHAPLEY_FACTOR = 2.0  # the quick mode's guard: car's default vs paper-12 on planted-and
 
-# (case, decision steps, reps): the contrastive grid of the full suite.
-FULL_CASES: list[tuple[Case, int, int]] = [
-    (Case("planted-pivot", (("p", 0.5),)), 3, 200),
-    (Case("planted-and"), 3, 200),
-    (Case("planted-or"), 3, 200),
-    (Case("chain"), 3, 200),
-    (Case("mediated"), 3, 200),
-    (Case("graded"), 4, 200),
-    (Case("cascade"), 6, 200),
-    (Case("noisy-judge"), 3, 200),
-    (Case("team"), 4, 200),
-    (Case("corridor"), 6, 200),
-    (Case("long", (("n", 30),)), 30, 50),
+SEEDS = 200  # seeded replications per cell (the pivot target: 40)
+# (case, decision steps): the contrastive grid of the full suite.
+FULL_CASES: list[tuple[Case, int]] = [
+    (Case("planted-pivot", (("p", 0.5),)), 3),
+    (Case("planted-and"), 3),
+    (Case("planted-or"), 3),
+    (Case("chain"), 3),
+    (Case("mediated"), 3),
+    (Case("graded"), 4),
+    (Case("cascade"), 6),
+    (Case("noisy-judge"), 3),
+    (Case("team"), 4),
+    (Case("corridor"), 6),
+    (Case("long", (("n", 30),)), 30),
 ]
-QUICK_CASES: list[tuple[Case, int, int]] = [
-    (Case("planted-and"), 3, 200),
-    (Case("noisy-judge"), 3, 200),
+STEPS = {case.model: m for case, m in FULL_CASES}
+QUICK_CASES: list[tuple[Case, int]] = [
+    (Case("planted-and"), 3),
+    (Case("noisy-judge"), 3),
 ]
-CERTIFY_FULL = [c for c, _, _ in FULL_CASES if c.model != "graded"]
+CERTIFY_FULL = [c for c, _ in FULL_CASES if c.model != "graded"]
 CERTIFY_QUICK = [Case("planted-and"), Case("planted-pivot", (("p", 0.5),))]
 
 
@@ -48,15 +52,14 @@ def _jobs(quick: bool) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], li
         (PIVOT_CASE, "car-rows", 48, 40),
         (PIVOT_CASE, "car-adaptive", 96, 40),
     ]
-    for case, m, reps in QUICK_CASES if quick else FULL_CASES:
+    for case, m in QUICK_CASES if quick else FULL_CASES:
         high = max(96 * m, 200) if m < 10 else 32 * m
         budgets = [high] if quick or m >= 10 else [32 * m, high]
         for b in budgets:
-            grid += [(case, "paper", b, reps), (case, "car-fixed", b, reps)]
-        grid.append((case, "car-rows", high, reps))
+            grid += [(case, "paper", b, SEEDS), (case, "car-fixed", b, SEEDS)]
+        grid.append((case, "car-rows", high, SEEDS))
     certify = [
-        (case, 5000, 100 if quick else (50 if case.model == "long" else 200))
-        for case in (CERTIFY_QUICK if quick else CERTIFY_FULL)
+        (case, 5000, 100 if quick else SEEDS) for case in (CERTIFY_QUICK if quick else CERTIFY_FULL)
     ]
     shapley: list[tuple[Any, ...]] = []
     if quick:
@@ -66,17 +69,26 @@ def _jobs(quick: bool) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], li
         ]
     else:
         # Every case of the suite (agent-level players on the team), every registered method.
-        for case, m, _ in FULL_CASES:
+        for case, m in FULL_CASES:
             agents = case.model == "team"
             if agents:
                 case = Case(case.model, case.params, case.min_effect, "team (agents)")
-            reps = 20 if m >= 10 else 30
             for method in SHAPLEY:
-                if m >= 10 and method.startswith("car-exact"):
-                    continue  # 2^m coalitions: exact enumeration is out of reach
-                shapley.append((case, method, SHAPLEY_BUDGET, reps, 0, agents))
-        shapley.append((Case("planted-and"), "paper-12", 7680, 30))  # the paper's headline budget
+                if method.startswith("car-exact") and exact_cost(m, True) > SHAPLEY_BUDGET:
+                    continue  # 2^m coalitions on each replicate: more than the cell's budget
+                shapley.append((case, method, SHAPLEY_BUDGET, SEEDS, 0, agents))
+        shapley.append((Case("planted-and"), "paper-12", HEADLINE_BUDGET, SEEDS))
     return grid, certify, shapley
+
+
+def _work(args: tuple[Any, ...]) -> float:
+    """A cell's rough cost, for scheduling: rollouts x seeds x decision steps."""
+    case = args[0]
+    if isinstance(args[1], str):  # (case, method, budget, seeds, ...)
+        budget, seeds = args[2], args[3]
+    else:  # certification (case, cap, seeds): it stops at about a tenth of its cap
+        budget, seeds = args[1] / 10, args[2]
+    return float(budget * seeds * STEPS.get(case.model, 3))
 
 
 def _run_grid(args: tuple[Any, ...]) -> Cell:
@@ -89,6 +101,11 @@ def _run_certify(args: tuple[Any, ...]) -> Cell:
 
 def _run_shapley(args: tuple[Any, ...]) -> ShapleyCell:
     return shapley_cell(*args)
+
+
+def _headline(shapley: list[ShapleyCell]) -> ShapleyCell | None:
+    """The paper's headline run (paper-12 on planted-and at 7,680 rollouts): its RMSE is the target."""
+    return next((x for x in shapley if x.budget == HEADLINE_BUDGET), None)
 
 
 def _f(x: float | None, spec: str = ".3f") -> str:
@@ -163,7 +180,8 @@ def render(
         "rmse of phi; share error: mean |phi_i / sum phi - true share|; coverage and width of the "
         "nominal 95% intervals, over players whose estimate is not exact on every seed; rollouts and "
         "calls: mean rollouts and policy calls spent; `car`: car's default (`auto`: fork-walks); "
-        "`car-exact`: every coalition on each replicate (not run on long: 2^30 coalitions); "
+        "`car-exact`: every coalition on each replicate (not run where 8 replicates of the 2^n "
+        f"coalitions cost more than the cell's {SHAPLEY_BUDGET} rollouts); "
         "`-shared`: with shared seeds (the paper's: one replicate per walk shared by its "
         "coalitions; car's: forks continue on their replicate's noise).",
         "",
@@ -175,10 +193,7 @@ def render(
             f"| {s.case} | {s.method} | {s.budget} | {s.reps} | {s.rmse:.4f} | {s.share_error:.4f} "
             f"| {_f(s.coverage)} | {_f(s.width)} | {s.rollouts:.0f} | {_f(s.calls, '.0f')} |"
         )
-    headline = next(
-        (x for x in shapley if x.case == "planted-and" and x.method == "paper-12" and x.budget == 7680),
-        None,
-    )
+    headline = _headline(shapley)
     if headline is not None:
         eps = headline.rmse
         out += [
@@ -191,9 +206,9 @@ def render(
             "|---|---|---|---|",
         ]
         for x in shapley:
-            if x.budget == 7680:
+            if x.budget == HEADLINE_BUDGET:
                 continue
-            need = x.budget * (x.rmse / eps) ** 2
+            need = rollouts_to(x, eps)
             base = next(
                 (
                     y
@@ -202,7 +217,7 @@ def render(
                 ),
                 None,
             )
-            ratio = base.budget * (base.rmse / eps) ** 2 / need if base is not None else math.nan
+            ratio = rollouts_to(base, eps) / need if base is not None else math.nan
             out.append(f"| {x.case} | {x.method} | {need:.0f} | {_f(ratio, '.1f')} |")
     return "\n".join(out) + "\n"
 
@@ -220,18 +235,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1:
         # Submit every cell at once, the slowest kinds first, so the workers stay busy to the end.
         with ProcessPoolExecutor(args.jobs) as pool:
-            shap_f = [pool.submit(_run_shapley, j) for j in shap_jobs]
-            cert_f = [pool.submit(_run_certify, j) for j in cert_jobs]
-            grid_f = [pool.submit(_run_grid, j) for j in grid_jobs]
-            grid = [f.result() for f in grid_f]
-            certify = [f.result() for f in cert_f]
-            shapley = [f.result() for f in shap_f]
+            # Every cell at once, the most work first, so that no big cell starts last.
+            work = [(_run_shapley, j) for j in shap_jobs] + [(_run_certify, j) for j in cert_jobs]
+            work += [(_run_grid, j) for j in grid_jobs]
+            order = sorted(range(len(work)), key=lambda i: -_work(work[i][1]))
+            futures: dict[int, Any] = {i: pool.submit(*work[i]) for i in order}
+            done = [futures[i].result() for i in range(len(work))]
+            shapley = done[: len(shap_jobs)]
+            certify = done[len(shap_jobs) : len(shap_jobs) + len(cert_jobs)]
+            grid = done[len(shap_jobs) + len(cert_jobs) :]
     else:
         grid = [_run_grid(j) for j in grid_jobs]
         certify = [_run_certify(j) for j in cert_jobs]
         shapley = [_run_shapley(j) for j in shap_jobs]
     targets = check(grid, certify)
-    head = next((x for x in shapley if x.method == "paper-12" and x.budget == 7680), None)
+    head = _headline(shapley)
     for name in SHAPLEY:
         if name.startswith("paper") or head is None:
             continue
@@ -244,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(t)
     if args.quick:
         # A regression guard on one case at one budget (the issue's targets need the full suite):
-        # car's default on planted-and measured 3.1x (4.3x with shared seeds) in the full run.
+        # car's default on planted-and measured 3.0x (2.6x with shared seeds) in the full run.
         for name in ("car", "car-shared"):
             guard = f"quick guard: Shapley rollouts for equal error, planted-and ({name} vs paper-12)"
             t = shapley_ratio_target(shapley, name, "paper-12", QUICK_SHAPLEY_FACTOR, 1.0, name=guard)

@@ -90,8 +90,9 @@ def check(
 
 
 def rollouts_to(cell: Any, target_rmse: float) -> float:
-    """Rollouts a Shapley cell's method needs for `target_rmse`, by the 1/budget variance law."""
-    return float(cell.budget * (cell.rmse / target_rmse) ** 2)
+    """Rollouts a Shapley cell's method needs for `target_rmse`, from the rollouts it spent (not its
+    nominal budget: the paper's walks overshoot it) by the 1/budget variance law."""
+    return float(cell.rollouts * (cell.rmse / target_rmse) ** 2)
 
 
 def shapley_ratio_target(

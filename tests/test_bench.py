@@ -121,19 +121,21 @@ class FakeShapley:
     method: str
     budget: int
     rmse: float
+    rollouts: float
 
 
 def test_shapley_ratio_target_waits_for_both_methods_then_gates() -> None:
     from bench.targets import shapley_ratio_target
 
-    paper = [FakeShapley(c, "paper-1", 960, 0.06) for c in ("and", "or", "mediated")]
+    # The paper's walks overshoot the nominal 960 (1,200 spent): rollouts spent are what count.
+    paper = [FakeShapley(c, "paper-1", 960, 0.06, 1200) for c in ("and", "or", "mediated")]
     assert shapley_ratio_target(paper, "car", "paper-1", 4, 0.02) is None
-    good = [FakeShapley(c, "car", 960, 0.025) for c in ("and", "or", "mediated")]  # 5.8x
+    good = [FakeShapley(c, "car", 960, 0.025, 960) for c in ("and", "or", "mediated")]  # 7.2x
     t = shapley_ratio_target(paper + good, "car", "paper-1", 4, 0.02)
     assert t is not None and t.passed
-    poor = [FakeShapley(c, "car", 960, 0.04) for c in ("and", "or", "mediated")]  # 2.25x
+    poor = [FakeShapley(c, "car", 960, 0.04, 960) for c in ("and", "or", "mediated")]  # 2.8x
     t = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02)
     assert t is not None and not t.passed and t.gating
-    assert "2.2x to 2.2x" in t.measured
+    assert "2.8x to 2.8x" in t.measured
     tracked = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02, gating=False)
     assert tracked is not None and not tracked.passed and not tracked.gating

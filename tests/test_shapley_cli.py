@@ -133,10 +133,17 @@ def test_exact_over_budget_raises_before_any_rollout() -> None:
 
 
 def test_auto_fallback_that_cannot_be_paid_is_a_note() -> None:
-    # 64 samples per step: enough for the contrastive run to see both drops (3 and 8) and fire rule b
-    report = car.blame(str(TRACES / "long-and.json"), budget=30, samples=64)
+    # Seed 1 at 64 samples per step sees both drops (3 and 8; 4 of seeds 0-5 do), so rule b fires.
+    report = car.blame(str(TRACES / "long-and.json"), budget=30, samples=64, seed=1)
+    assert report.shared == [3, 8]
     assert report.shapley is None and report.method == "contrastive"
     assert any(n.startswith("Shapley (credit looks shared") for n in report.notes)
+    # An abstention (no step can clear a 99% minimum effect at 32 samples) fires rule a, on any seed.
+    report = car.blame(str(TRACES / "long-and.json"), budget=30, min_effect=0.99)
+    assert report.locus is None and report.shapley is None
+    assert any(
+        n.startswith("Shapley (the contrastive estimator abstained) not run") for n in report.notes
+    )
 
 
 @pytest.mark.parametrize(
