@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -230,24 +231,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m bench" + (" --quick" if args.quick else "")
     grid_jobs, cert_jobs, shap_jobs = _jobs(args.quick)
-    total = len(grid_jobs) + len(cert_jobs) + len(shap_jobs)
-    print(f"bench: {total} cells on {args.jobs} worker(s)", file=sys.stderr)
+    work: list[tuple[Callable[[tuple[Any, ...]], Any], tuple[Any, ...]]] = [
+        *((_run_shapley, j) for j in shap_jobs),
+        *((_run_certify, j) for j in cert_jobs),
+        *((_run_grid, j) for j in grid_jobs),
+    ]
+    print(f"bench: {len(work)} cells on {args.jobs} worker(s)", file=sys.stderr)
     if args.jobs > 1:
-        # Submit every cell at once, the slowest kinds first, so the workers stay busy to the end.
+        # Every cell at once, the most work first, so that no big cell starts last.
         with ProcessPoolExecutor(args.jobs) as pool:
-            # Every cell at once, the most work first, so that no big cell starts last.
-            work = [(_run_shapley, j) for j in shap_jobs] + [(_run_certify, j) for j in cert_jobs]
-            work += [(_run_grid, j) for j in grid_jobs]
             order = sorted(range(len(work)), key=lambda i: -_work(work[i][1]))
-            futures: dict[int, Any] = {i: pool.submit(*work[i]) for i in order}
+            futures = {i: pool.submit(work[i][0], work[i][1]) for i in order}
             done = [futures[i].result() for i in range(len(work))]
-            shapley = done[: len(shap_jobs)]
-            certify = done[len(shap_jobs) : len(shap_jobs) + len(cert_jobs)]
-            grid = done[len(shap_jobs) + len(cert_jobs) :]
     else:
-        grid = [_run_grid(j) for j in grid_jobs]
-        certify = [_run_certify(j) for j in cert_jobs]
-        shapley = [_run_shapley(j) for j in shap_jobs]
+        done = [run(job) for run, job in work]
+    shapley: list[ShapleyCell] = done[: len(shap_jobs)]
+    certify: list[Cell] = done[len(shap_jobs) : len(shap_jobs) + len(cert_jobs)]
+    grid: list[Cell] = done[len(shap_jobs) + len(cert_jobs) :]
     targets = check(grid, certify)
     head = _headline(shapley)
     for name in SHAPLEY:
