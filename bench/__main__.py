@@ -12,7 +12,14 @@ from typing import Any
 
 from bench.credit import SHAPLEY, ShapleyCell, shapley_cell
 from bench.suite import Case, Cell, certify_cell, contrastive_cell
-from bench.targets import PIVOT, Target, check, rollouts_to, shapley_ratio_target
+from bench.targets import (
+    PIVOT,
+    Target,
+    check,
+    rollouts_to,
+    shapley_coverage,
+    shapley_ratio_target,
+)
 from car.shapley import exact_cost
 
 PIVOT_CASE = Case("planted-pivot", (("p", 0.9),), 0.0, PIVOT)
@@ -260,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         t = shapley_ratio_target(shapley, name, "paper-12", factor, head.rmse, gating)
         if t is not None:
             targets.append(t)
+    targets += shapley_coverage(shapley)
     if args.quick:
         # A regression guard on one case at one budget (the targets need the full suite):
         # car's default on planted-and measured 3.0x (2.6x with shared seeds) in the full run.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,3 +140,27 @@ def test_shapley_ratio_target_waits_for_both_methods_then_gates() -> None:
     assert "2.8x to 2.8x" in t.measured
     tracked = shapley_ratio_target(paper + poor, "car", "paper-1", 4, 0.02, gating=False)
     assert tracked is not None and not tracked.passed and not tracked.gating
+
+
+@dataclass
+class FakeCovered:
+    case: str
+    method: str
+    budget: int
+    coverage: float
+
+
+def test_shapley_coverage_band_is_tracked_per_method() -> None:
+    from bench.targets import shapley_coverage
+
+    cells = [
+        FakeCovered("and", "car", 320, 0.95),
+        FakeCovered("long", "car", 320, 0.99),
+        FakeCovered("and", "car", 100, 0.50),  # below 200 rollouts: not held to the band
+        FakeCovered("and", "car-shared", 320, 0.92),
+        FakeCovered("or", "car-shared", 320, math.nan),
+    ]
+    car_low, car_high, shared_low, shared_high = shapley_coverage(cells)
+    assert car_low.passed and not car_high.passed and "0.950 (and) to 0.990 (long)" in car_low.measured
+    assert not shared_low.passed and shared_high.passed and "over 1 cells" in shared_low.measured
+    assert not any(t.gating for t in (car_low, car_high, shared_low, shared_high))
