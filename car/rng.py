@@ -15,12 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EventKey"]
+__all__ = ["DERIVATION", "EventKey"]
 
 _END = 2**31 - 1  # the step slot used for draws that belong to the end of a rollout (scoring)
 _MASK = 2**64 - 1
 _WORDS = struct.Struct("<3Q")  # seed, replicate, step; the kind follows as UTF-8
-_PERSON = b"car.rng/2"  # names the derivation: a new one gets a new name, never the same digests
+# Names how keys become draws: a new derivation gets a new name (never the same digests), and the
+# rollout store keys its entries by it, so it never hands back a rollout drawn the old way.
+DERIVATION = "car.rng/2"
+_PERSON = DERIVATION.encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,15 +121,18 @@ def namespace(
 ) -> str:
     """The key prefix shared by every rollout of one trace under one set of components and seed.
 
-    car's own version is part of it: a new release may replay differently (a fixed bug, a changed
-    simulated scenario), and a stale rollout must never be handed back as if it were computed now.
+    car's own version is part of it, and the derivation of draws from event keys: a new release may
+    replay differently (a fixed bug, a changed simulated scenario, other draws), and a stale rollout
+    must never be handed back as if it were computed now.
     """
     from car import __version__
+    from car.rng import DERIVATION
 
     return _digest(
         {
             "v": STORE_VERSION,
             "car": __version__,
+            "rng": DERIVATION,
             "trace": trace_hash,
             "specs": dict(specs),
             "config": dict(config),

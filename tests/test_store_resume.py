@@ -61,6 +61,20 @@ def test_budget_counts_a_stored_rollout_once(tmp_path: Path) -> None:
     assert r2.stats.fresh_policy_calls == 0
 
 
+def test_a_new_draw_derivation_never_reuses_stored_rollouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import car.rng
+
+    path = TRACES / "support-refund.json"
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        asyncio.run(blame_async(path, samples=8, runner=Runner(store)))
+        monkeypatch.setattr(car.rng, "DERIVATION", "car.rng/test")
+        again = Runner(store)
+        asyncio.run(blame_async(path, samples=8, runner=again))
+    assert again.stats.stored == 0 and again.stats.fresh > 0
+
+
 def test_more_samples_reuse_the_first_replicates_and_never_duplicate(tmp_path: Path) -> None:
     path = TRACES / "pivot.json"
     with RolloutStore(tmp_path / "s.sqlite") as store:
