@@ -82,8 +82,9 @@ def mid_p(k: int, n: int, level: float) -> tuple[float, float]:
                 hi = mid
         return (lo + hi) / 2
 
-    low = 0.0 if k == 0 else solve(cp_lower(k, n, tail), k / n, tail)
-    high = 1.0 if k == n else solve(k / n, cp_upper(k, n, tail), 1 - tail)
+    exact_low, exact_high = clopper_pearson(k, n, level)  # mid-p lies inside the exact interval
+    low = 0.0 if k == 0 else solve(exact_low, k / n, tail)
+    high = 1.0 if k == n else solve(k / n, exact_high, 1 - tail)
     return low, high
 
 
