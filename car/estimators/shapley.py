@@ -14,8 +14,9 @@ units and giving a Student-t interval across them:
   mean marginal.
 
 Both intervals carry a variance floor: with coupled rollouts many units are exactly 0, and a plain
-interval would claim certainty the data do not carry. Outcomes are in [0, 1]; NaN marks a rollout that
-errored or could not be scored (its unit is dropped).
+interval would claim certainty the data do not carry; and they widen towards the tail of a skewed
+unit distribution (Johnson's correction, only ever widening). Outcomes are in [0, 1]; NaN marks a
+rollout that errored or could not be scored (its unit is dropped).
 """
 
 from __future__ import annotations
@@ -163,6 +164,27 @@ def estimate_walks(
     return _t_estimate(units[ok], ends[:, -1], ends[0::2, 0], level, floor)
 
 
+def _skew_widening(units: np.ndarray, phi: np.ndarray, floored: np.ndarray, t: float) -> np.ndarray:
+    """Johnson's skewness correction of the t-interval, in standard errors, signed (0 where floored).
+
+    A skewed unit distribution (a rare large marginal: a step whose re-decision seldom differs) makes
+    the mean and its standard error move together, so the plain t-interval misses on the side of the
+    tail more often than level says (`long`, 30 players, 36 pairs: 0.922). The Cornish-Fisher
+    expansion of the studentised mean shifts both ends by `g (2 t^2 + 1) / (6 sqrt(P))` standard
+    errors towards the tail, g the sample skewness. A skewness estimated from few units can be large
+    by chance (one rare marginal of a symmetric distribution), and shifting would then move the
+    interval off the truth; so the caller only ever widens: the interval is the union of the t-interval
+    and the shifted one.
+    """
+    count = units.shape[0]
+    m2 = units.var(axis=0)
+    m3 = ((units - phi) ** 3).mean(axis=0)
+    live = ~floored & (m2 > 0)
+    g = np.zeros_like(phi)
+    g[live] = m3[live] / m2[live] ** 1.5
+    return np.asarray(g * (2 * t * t + 1) / (6 * math.sqrt(count)))
+
+
 def _t_estimate(
     units: np.ndarray,
     v_all: np.ndarray,
@@ -174,22 +196,26 @@ def _t_estimate(
 
     The floor is the variance one unseen unit would add if it sat a full scale away (`scale^2/(P+1)`,
     scale = the largest |unit| of any player): a player whose P units were all 0 gets a half-width of
-    about `t * scale / P`, the order of the rule of three, instead of a zero-width interval.
+    about `t * scale / P`, the order of the rule of three, instead of a zero-width interval. Where
+    the units are skewed the interval widens towards the tail (`_skew_widening`).
     """
     count, _n = units.shape
     if count < 2:
         raise ValueError("the interval needs at least two complete independent units")
     phi = units.mean(axis=0)
     s2 = units.var(axis=0, ddof=1)
+    floored = np.zeros(s2.shape, dtype=bool)
     if floor:
         scale = float(np.abs(units).max())
+        floored = s2 < scale * scale / (count + 1)
         s2 = np.maximum(s2, scale * scale / (count + 1))
     se = np.sqrt(s2 / count)
     t = t_upper((1 - level) / 2, count - 1)
+    widen = _skew_widening(units, phi, floored, t) * se
     return ShapleyEstimate(
         phi,
-        phi - t * se,
-        phi + t * se,
+        phi - t * se + np.minimum(widen, 0.0),
+        phi + t * se + np.maximum(widen, 0.0),
         se,
         float(phi.sum()),
         float(v_all.mean()),
