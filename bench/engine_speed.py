@@ -1,12 +1,13 @@
-"""The replay engine's speed on validation cells, this checkout against another revision, side by side.
+"""The replay engine's speed and memory on validation cells, this checkout against another revision.
 
     python -m bench.engine_speed                 # this checkout against HEAD
     python -m bench.engine_speed --against REV   # ... against any git revision
 
-Each revision runs the same cells in its own interpreter (a temporary `git worktree` for REV),
-alternating between the two, `--repeats` times; the table shows the median seconds and the ratio.
-The cells are seeded, so both sides do the same work when the revisions draw the same numbers, and
-comparable work when they do not (the same budgets and seeds).
+Each cell runs in its own interpreter, in this checkout and in a temporary `git worktree` of REV,
+alternating between the two, `--repeats` times; the table shows the median seconds and peak resident
+memory (the interpreter's own, imports included) and the ratios. The cells are seeded, so both sides
+do the same work when the revisions draw the same numbers, and comparable work when they do not (the
+same budgets and seeds).
 """
 
 from __future__ import annotations
@@ -35,33 +36,40 @@ CELLS = [
         "contrastive, long (n=30), car-fixed, 960 rollouts x 10 seeds",
         'contrastive_cell(Case("long", (("n", 30),)), "car-fixed", 960, 10)',
     ),
+    (
+        "car.blame, a 200-step trace (long, n=200), default settings",
+        'blame(scenario_for("long", None, n=200).recorded_trace(0))',
+    ),
 ]
 
 _PROGRAM = """
-import json, time
+import json, resource, time
 from bench.credit import shapley_cell
 from bench.suite import Case, contrastive_cell
-out = []
-for expr in {exprs!r}:
-    t = time.perf_counter()
-    eval(expr)
-    out.append(time.perf_counter() - t)
-print(json.dumps(out))
+from car import blame
+from car.sim import scenario_for
+t = time.perf_counter()
+eval({expr!r})
+took = time.perf_counter() - t
+print(json.dumps([took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))
 """
 
 
-def _time(root: Path) -> list[float]:
-    program = _PROGRAM.format(exprs=[expr for _, expr in CELLS])
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=root,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    times: list[float] = json.loads(done.stdout)
-    return times
+def _measure(root: Path) -> list[tuple[float, float]]:
+    """(seconds, peak MB) of every cell, each in a fresh interpreter."""
+    out = []
+    for _, expr in CELLS:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROGRAM.format(expr=expr)],
+            cwd=root,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        took, peak = json.loads(done.stdout)
+        out.append((float(took), float(peak)))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,20 +85,29 @@ def main(argv: list[str] | None = None) -> int:
             check=True,
         )
         try:
-            runs: dict[str, list[list[float]]] = {"this": [], "other": []}
+            runs: dict[str, list[list[tuple[float, float]]]] = {"this": [], "other": []}
             for _ in range(args.repeats):
-                runs["other"].append(_time(other))
-                runs["this"].append(_time(ROOT))
+                runs["other"].append(_measure(other))
+                runs["this"].append(_measure(ROOT))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
-    print(f"Command: `python -m bench.engine_speed --against {args.against}` (median of {args.repeats})")
+    rev = args.against
+    print(f"Command: `python -m bench.engine_speed --against {rev}` (median of {args.repeats})")
     print()
-    print(f"| cell | {args.against} (s) | this checkout (s) | speed-up |")
-    print("|---|---:|---:|---:|")
+    print(
+        f"| cell | {rev} (s) | this checkout (s) | speed-up | {rev} peak (MB) "
+        "| this checkout peak (MB) | memory ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for i, (label, _) in enumerate(CELLS):
-        old = statistics.median(r[i] for r in runs["other"])
-        new = statistics.median(r[i] for r in runs["this"])
-        print(f"| {label} | {old:.2f} | {new:.2f} | {old / new:.2f}x |")
+        old_s = statistics.median(r[i][0] for r in runs["other"])
+        new_s = statistics.median(r[i][0] for r in runs["this"])
+        old_mb = statistics.median(r[i][1] for r in runs["other"])
+        new_mb = statistics.median(r[i][1] for r in runs["this"])
+        print(
+            f"| {label} | {old_s:.2f} | {new_s:.2f} | {old_s / new_s:.2f}x "
+            f"| {old_mb:.0f} | {new_mb:.0f} | {old_mb / new_mb:.2f}x |"
+        )
     return 0
 
 

@@ -261,7 +261,6 @@ async def blame_adaptive_async(
             path,
             comps,
             replay,
-            [],
             run.factual,
             run.arms,
             matches,

@@ -194,12 +194,14 @@ async def blame_async(
     try:
         m = len(decisions)
         factual_reps = 1 if comps.scorer.deterministic else samples
-        jobs: list[Callable[[], Awaitable[Rollout]]] = [
-            partial(replay.run, Plan.hold_all(trace), r) for r in range(factual_reps)
+        # Each job keeps only its rollout's value: a rollout holds every turn of its run, so keeping
+        # them all would cost memory in the trace length times the number of rollouts.
+        jobs: list[Callable[[], Awaitable[float]]] = [
+            partial(_value_of, replay.run, Plan.hold_all(trace), r) for r in range(factual_reps)
         ]
         for step in decisions:
             plan = Plan.resample_from(trace, step)
-            jobs += [partial(replay.run, plan, r) for r in range(samples)]
+            jobs += [partial(_value_of, replay.run, plan, r) for r in range(samples)]
         total = len(jobs) + m * match_samples
         done = 0
 
@@ -209,16 +211,15 @@ async def blame_async(
             if progress is not None:
                 progress("rollouts", done, total)
 
-        rollouts = await _gather_limited(jobs, concurrency, tick)
+        values = np.array(await _gather_limited(jobs, concurrency, tick))
         matches = await match_draws(replay, match_samples, concurrency, tick)
-        factual = np.array([_value(r) for r in rollouts[:factual_reps]])
-        arms = np.array([_value(r) for r in rollouts[factual_reps:]]).reshape(m, samples)
+        factual = values[:factual_reps]
+        arms = values[factual_reps:].reshape(m, samples)
         report = _report(
             trace,
             path,
             comps,
             replay,
-            rollouts,
             factual,
             arms,
             matches,
@@ -306,6 +307,10 @@ def _value(r: Rollout) -> float:
     return math.nan if r.value is None else r.value
 
 
+async def _value_of(run: Callable[[Plan, int], Awaitable[Rollout]], plan: Plan, replicate: int) -> float:
+    return _value(await run(plan, replicate))
+
+
 def blame(trace: Trace | str | Path, **options: Any) -> Report:
     """Attribute the failure of a recorded run to its steps, by intervention.
 
@@ -338,7 +343,6 @@ def _report(
     path: str | None,
     comps: _Components,
     replay: Replay,
-    rollouts: list[Rollout],
     factual: np.ndarray,
     arms: np.ndarray,
     matches: np.ndarray | None,
