@@ -5,9 +5,10 @@
 
 Each cell runs in its own interpreter, in this checkout and in a temporary `git worktree` of REV,
 alternating between the two, `--repeats` times; the table shows the median seconds and peak resident
-memory (the interpreter's own, imports included) and the ratios. The cells are seeded, so both sides
-do the same work when the revisions draw the same numbers, and comparable work when they do not (the
-same budgets and seeds).
+memory (the interpreter's own, imports included) and the ratios; a second table times whole command
+lines (`python -m car ...`, start-up included), three runs per repeat. The cells are seeded, so both
+sides do the same work when the revisions draw the same numbers, and comparable work when they do not
+(the same budgets and seeds).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +74,29 @@ def _measure(root: Path) -> list[tuple[float, float]]:
     return out
 
 
+# Command lines timed whole (start-up included), as `python -m car ARGS` in the revision's checkout.
+COMMANDS = [
+    ("car", "--version"),
+    ("car", "validate", "traces/and.json"),
+    ("car", "blame", "traces/pivot.json", "--no-store"),
+]
+
+
+def _command_seconds(root: Path) -> list[float]:
+    out = []
+    for command in COMMANDS:
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "car", *command[1:]],
+            cwd=root,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            check=True,
+        )
+        out.append(time.perf_counter() - started)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.engine_speed", description=__doc__)
     parser.add_argument("--against", default="HEAD", help="git revision to compare with")
@@ -86,9 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             runs: dict[str, list[list[tuple[float, float]]]] = {"this": [], "other": []}
+            commands: dict[str, list[list[float]]] = {"this": [], "other": []}
             for _ in range(args.repeats):
                 runs["other"].append(_measure(other))
                 runs["this"].append(_measure(ROOT))
+                for _ in range(3):  # short: more repeats for a stable median
+                    commands["other"].append(_command_seconds(other))
+                    commands["this"].append(_command_seconds(ROOT))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
     rev = args.against
@@ -108,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | {old_s:.2f} | {new_s:.2f} | {old_s / new_s:.2f}x "
             f"| {old_mb:.0f} | {new_mb:.0f} | {old_mb / new_mb:.2f}x |"
         )
+    print()
+    print(f"| command (wall, start-up included) | {rev} (s) | this checkout (s) | speed-up |")
+    print("|---|---:|---:|---:|")
+    for i, command in enumerate(COMMANDS):
+        old_s = statistics.median(r[i] for r in commands["other"])
+        new_s = statistics.median(r[i] for r in commands["this"])
+        print(f"| `{' '.join(command)}` | {old_s:.2f} | {new_s:.2f} | {old_s / new_s:.2f}x |")
     return 0
 
 

@@ -230,14 +230,14 @@ async def blame_adaptive_async(
     progress: Callable[[str, int, int], None] | None = None,
     runner: Runner | None = None,
 ) -> Report:
-    """`blame` with adaptive, anytime-valid sampling; see `car.blame.blame` for the shared options.
+    """`blame` with adaptive, anytime-valid sampling; see `car.attribution.blame` for the shared options.
 
     `confidence` is both the level of every reported interval (confidence sequences, valid however
     the sampling stopped) and the certification level (delta = 1 - confidence). `budget` caps the
     rollouts (default: 32 per decision step); `target_width` stops once every still-open step's
     effect interval has at most this half-width.
     """
-    from car.blame import _report, _settle, match_draws, prepare
+    from car.attribution import _report, _settle, match_draws, prepare
 
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:

@@ -362,7 +362,7 @@ async def attribute_one(
 
     `grant` asks the run-wide budget for an automatic Shapley run's rollouts and policy calls.
     """
-    from car.blame import _resolve, blame_async
+    from car.attribution import _resolve, blame_async
 
     label = path or trace.id
     runner = runner.child(grant)
@@ -445,7 +445,7 @@ def plan_batch(
     shard: tuple[int, int] | None = None,
 ) -> list[_Planned]:
     """Load every trace (unreadable ones become error entries), keep this shard's, estimate each."""
-    from car.blame import _resolve_scorer
+    from car.attribution import _resolve_scorer
 
     planned: list[_Planned] = []
     for path in expand_paths(paths):

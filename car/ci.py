@@ -24,8 +24,9 @@ from car.batch import (
     total_estimate,
 )
 from car.errors import InputError
+from car.formats import OutputFormat
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code
-from car.outputs import OutputFormat, counts_line, jsonl_line, render_output
+from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
 from car.store import RolloutStore, default_store_path
 

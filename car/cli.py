@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from car.errors import CarError
-from car.outputs import OutputFormat
+from car.formats import OutputFormat
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")

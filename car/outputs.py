@@ -21,7 +21,6 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
 
 from rich import box
@@ -30,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from car.batch import TraceResult
+from car.formats import OutputFormat
 from car.gates import worst
 from car.render import literal, render_json, render_table
 from car.report import Estimate, Report, ShapleyPlayer
@@ -38,7 +38,6 @@ from car.shapley import credited_players
 __all__ = [
     "BATCH_VERSION",
     "GITHUB_SUMMARY_LIMIT",
-    "OutputFormat",
     "credit_text",
     "escape_data",
     "escape_property",
@@ -52,16 +51,6 @@ __all__ = [
 BATCH_VERSION = "car.batch/v1"
 GITHUB_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a step summary above 1 MiB
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 of each kind per step
-
-
-class OutputFormat(StrEnum):
-    table = "table"
-    json = "json"
-    jsonl = "jsonl"
-    markdown = "markdown"
-    github = "github"
-    junit = "junit"
-    html = "html"
 
 
 # -- shared pieces ------------------------------------------------------------------------------

@@ -52,6 +52,22 @@ def test_public_api_is_pinned() -> None:
     )
     for name in car.__all__:
         assert hasattr(car, name)
+    assert set(dir(car)) >= set(car.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        _ = car.nonesuch  # type: ignore[attr-defined]
+
+
+def test_the_command_line_starts_without_the_numeric_stack() -> None:
+    # `car --help`, `car --version`, `car validate` and the other commands that never attribute load
+    # numpy and scipy only when a command needs them (they are most of the start-up time).
+    code = (
+        "import sys; import car.cli; "
+        "print(sorted(m for m in ('numpy', 'scipy', 'httpx', 'car.attribution') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def test_blame_table_names_the_locus(run_cli) -> None:  # type: ignore[no-untyped-def]

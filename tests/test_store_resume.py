@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from car.attribution import blame_async
 from car.batch import BatchOptions, blame_many
-from car.blame import blame_async
 from car.cli import main
 from car.replay import Plan, Replay
 from car.runner import Runner
