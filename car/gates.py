@@ -59,10 +59,6 @@ class Gates:
             if not who.strip():
                 raise InputError("--fail-on-blame needs an actor id, a step index or 'any'")
 
-    @property
-    def active(self) -> bool:
-        return self.min_match_rate is not None or self.fail_on_abstain or bool(self.fail_on_blame)
-
     def check(self, report: Report) -> list[str]:
         """Messages for the gates this report trips (empty: it passes)."""
         tripped: list[str] = []

@@ -26,7 +26,6 @@ from pathlib import Path
 from rich import box
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from car.batch import TraceResult
 from car.formats import OutputFormat
@@ -426,8 +425,3 @@ _RENDERERS = {
 def render_output(fmt: OutputFormat | str, results: Sequence[TraceResult], *, batch: bool) -> str:
     """The text of one output format; `batch` selects the batch shape of table and json."""
     return _RENDERERS[OutputFormat(fmt)](results, batch)
-
-
-def styled_summary(results: Sequence[TraceResult], console: Console) -> None:
-    console.print(summary_table(results))
-    console.print(Text(counts_line(results)))
