@@ -94,6 +94,10 @@ class WhoAndWhen:
         for key in ("question", "ground_truth", *_EXTRA):
             if key in data:
                 meta[key] = data[key]
+        ground = data.get("ground_truth")
+        if isinstance(ground, str | int | float) and not isinstance(ground, bool):
+            # Where answer-checking scorers look (`llm-judge:...?mode=extract`).
+            meta["expected"] = ground
         if isinstance(labels.get("mistake_step"), int) and isinstance(data.get("mistake_agent"), str):
             idx = labels["mistake_step"]
             actual = _agent_of(history[idx].get("name") or history[idx].get("role") or "")
@@ -108,7 +112,6 @@ class WhoAndWhen:
             "speaker and text only: no tool calls, sampling parameters or per-agent view were recorded",
         )
         question = data.get("question")
-        ground = data.get("ground_truth")
         outcome = Outcome(
             failed=True,
             label="incorrect answer",

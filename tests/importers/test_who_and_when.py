@@ -86,6 +86,7 @@ def test_all_184_logs_import_and_validate(
         assert t.metadata["who_and_when"]["mistake_step"] == k
         assert t.steps[k].action.text == raw["history"][k]["content"]
         assert len(t.steps) == len(raw["history"])
+        assert t.metadata["expected"] == raw["ground_truth"]
         if t.steps[k].actor != raw["mistake_agent"]:
             mismatched += 1
             assert t.fidelity is not None
@@ -104,3 +105,15 @@ def test_all_184_logs_import_and_validate(
     # `car validate DIR` agrees: every file ok, exit 0
     assert run(["validate", str(who_and_when)]) == 0
     assert "184 files, 184 runs ok, 0 failed" in capsys.readouterr().out
+
+
+def test_an_extract_judge_checks_answers_against_the_ground_truth(who_and_when: Path) -> None:
+    # `llm-judge:...?mode=extract` needs the expected answer; an imported log supplies it.
+    from car.backends.judge import LLMJudge
+    from car.backends.options import configure
+
+    path = who_and_when / "Hand-Crafted" / "1.json"
+    t = load_any(path)
+    with configure(base_url="http://127.0.0.1:9/v1"):  # built, never called
+        judge = LLMJudge(t, "openai:m?mode=extract")
+    assert judge.expected == json.loads(path.read_text())["ground_truth"]
