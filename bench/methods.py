@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from car.adaptive import RowRunner, run_adaptive
+from car.adaptive import run_adaptive
 from car.estimators.contrastive import PositionEstimate, estimate_contrastive
 from car.estimators.paper import paper_contrastive
-from car.replay import Plan, Replay
+from car.replay import Plan, Replay, RowRunner
 from car.sim import make
 from car.trace import Trace
 
@@ -77,22 +77,23 @@ def fixed_replicates(budget: int, m: int, exact: bool) -> int:
 
 
 def car_fixed(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
-    """`car blame`'s fixed design: K = budget // m replicates per step, every arm run on every one."""
+    """`car blame`'s design: K = budget // m replicates, each a row of every step's arm (a rollout
+    that reproduced the record up to a later arm's first change is that arm's too, so a row usually
+    costs fewer than m rollouts; the values are those of every arm run alone)."""
     replay = replay_for(trace, seed)
-    decisions = trace.decision_steps
-    m = len(decisions)
+    runner = RowRunner(replay)
+    m = runner.m
     exact = replay.scorer.deterministic
     k = fixed_replicates(budget, m, exact)
+    row_arms = list(range(m)) + ([] if exact else [m])
 
     async def go() -> tuple[np.ndarray, np.ndarray]:
-        reps = 1 if exact else k
-        fact = np.array([_value((await replay.run(Plan.hold_all(trace), r)).value) for r in range(reps)])
-        arms = np.empty((m, k))
-        for j, d in enumerate(decisions):
-            plan = Plan.resample_from(trace, d)
-            for r in range(k):
-                arms[j, r] = _value((await replay.run(plan, r)).value)
-        return arms, fact
+        fact = []
+        if exact:
+            fact.append(_value((await replay.run(Plan.hold_all(trace), 0)).value))
+        rows = [(await runner.row(row_arms, r))[0] for r in range(k)]
+        arms = np.array([[row[j] for row in rows] for j in range(m)])
+        return arms, np.array(fact if exact else [row[m] for row in rows])
 
     arms, fact = asyncio.run(go())
     res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)

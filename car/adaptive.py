@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -30,7 +30,7 @@ import numpy as np
 from car.errors import InputError
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Plan, Replay
+from car.replay import Plan, Replay, RowRunner
 from car.report import Adaptive, Report
 from car.trace import Trace
 
@@ -39,55 +39,9 @@ if TYPE_CHECKING:
 
 ROLLOUTS_PER_STEP = 32  # the default budget: this many rollouts per decision step
 
-__all__ = ["ROLLOUTS_PER_STEP", "AdaptiveRun", "RowRunner", "blame_adaptive_async", "run_adaptive"]
+__all__ = ["ROLLOUTS_PER_STEP", "AdaptiveRun", "blame_adaptive_async", "run_adaptive"]
 
 Stop = Literal["certified", "target-width", "budget"]
-
-
-@dataclass
-class RowRunner:
-    """Runs rows of arms on fresh replicates, reusing a rollout for every later arm it reproduces."""
-
-    replay: Replay
-
-    def __post_init__(self) -> None:
-        trace = self.replay.trace
-        self.decisions = trace.decision_steps
-        self.m = len(self.decisions)
-        self.n = len(trace.steps)
-        self.rollouts = 0
-
-    def plan(self, arm: int) -> Plan:
-        """Arm k < m: resample from decision k; arm m: the factual arm (hold everything)."""
-        trace = self.replay.trace
-        if arm == self.m:
-            return Plan.hold_all(trace)
-        return Plan.resample_from(trace, self.decisions[arm])
-
-    def _start(self, arm: int) -> int:
-        return self.n if arm == self.m else self.decisions[arm]
-
-    async def row(self, arms: Sequence[int], replicate: int) -> tuple[dict[int, float], int]:
-        """Observe `arms` (sorted) on `replicate`; returns {arm: value} and the rollouts it cost."""
-        out: dict[int, float] = {}
-        cost = 0
-        i = 0
-        while i < len(arms):
-            arm = arms[i]
-            rollout = await self.replay.run(self.plan(arm), replicate)
-            cost += 1
-            value = math.nan if rollout.value is None else rollout.value
-            out[arm] = value
-            i += 1
-            if rollout.status != "ok":
-                continue
-            reach = self.replay.agrees(rollout, self._start(arm))
-            # Arm j is this very rollout when the record was reproduced up to j's first change.
-            while i < len(arms) and self._start(arms[i]) <= reach:
-                out[arms[i]] = value
-                i += 1
-        self.rollouts += cost
-        return out, cost
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 1. The factual arm (everything held) is the record copied: one scoring when the scorer is
    deterministic, otherwise `samples` replicates.
-2. For each decision step k, `samples` rollouts of "hold the decisions before k, resample from k on",
-   replicate r of every arm sharing the noise of replicate r (common random numbers).
+2. For each decision step k, `samples` replicates of "hold the decisions before k, resample from k
+   on", replicate r of every arm sharing the noise of replicate r (common random numbers). They run as
+   rows (`RowRunner`): on replicate r, a rollout that reproduced the record up to a later step's first
+   change is that step's rollout too, draw for draw, and is not run again.
 3. For each decision step, `match_samples` draws at the recorded context: the action-match rate.
 4. `estimate_contrastive` turns the outcome matrix into rescue rates, effects, drops and a locus.
 """
@@ -25,7 +27,7 @@ from car.estimators.contrastive import ContrastiveResult, Interval, estimate_con
 from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Plan, Replay, Rollout
+from car.replay import Plan, Replay, Rollout, RowRunner
 from car.report import Budget, Estimate, Report, Specs, StepReport
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
@@ -193,16 +195,15 @@ async def blame_async(
 
     try:
         m = len(decisions)
-        factual_reps = 1 if comps.scorer.deterministic else samples
-        # Each job keeps only its rollout's value: a rollout holds every turn of its run, so keeping
-        # them all would cost memory in the trace length times the number of rollouts.
-        jobs: list[Callable[[], Awaitable[float]]] = [
-            partial(_value_of, replay.run, Plan.hold_all(trace), r) for r in range(factual_reps)
-        ]
-        for step in decisions:
-            plan = Plan.resample_from(trace, step)
-            jobs += [partial(_value_of, replay.run, plan, r) for r in range(samples)]
-        total = len(jobs) + m * match_samples
+        exact = comps.scorer.deterministic
+        # One row per replicate r < samples: every step's arm (and the factual arm unless the scorer
+        # is deterministic) on replicate r. A rollout that reproduced the record up to a later step's
+        # first change is that step's rollout too, draw for draw, so a row runs it once; the values
+        # are those of running every arm alone. Rows keep values only: a rollout holds every turn of
+        # its run, and keeping them all would cost memory in trace length times rollouts.
+        rows = RowRunner(replay)
+        row_arms = list(range(m)) + ([] if exact else [m])
+        total = (1 if exact else 0) + samples * len(row_arms) + m * match_samples
         done = 0
 
         def tick() -> None:
@@ -211,10 +212,15 @@ async def blame_async(
             if progress is not None:
                 progress("rollouts", done, total)
 
-        values = np.array(await _gather_limited(jobs, concurrency, tick))
+        if exact:
+            factual = np.array([_value(await replay.run(Plan.hold_all(trace), 0))])
+            tick()
+        jobs = [partial(rows.row, row_arms, r, tick) for r in range(samples)]
+        observed = await _gather_limited(jobs, concurrency, lambda: None)
         matches = await match_draws(replay, match_samples, concurrency, tick)
-        factual = values[:factual_reps]
-        arms = values[factual_reps:].reshape(m, samples)
+        arms = np.array([[row[k] for row, _ in observed] for k in range(m)]).reshape(m, samples)
+        if not exact:
+            factual = np.array([row[m] for row, _ in observed])
         report = _report(
             trace,
             path,
@@ -305,10 +311,6 @@ async def match_draws(
 
 def _value(r: Rollout) -> float:
     return math.nan if r.value is None else r.value
-
-
-async def _value_of(run: Callable[[Plan, int], Awaitable[Rollout]], plan: Plan, replicate: int) -> float:
-    return _value(await run(plan, replicate))
 
 
 def blame(trace: Trace | str | Path, **options: Any) -> Report:

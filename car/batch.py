@@ -229,7 +229,7 @@ class WorkEstimate:
         )
         return (
             f"estimate: {self.traces} trace{'s' if self.traces != 1 else ''}{bad}, "
-            f"{self.rollouts} rollouts{more}, {self.match_draws} match draws, "
+            f"up to {self.rollouts} rollouts{more}, {self.match_draws} match draws, "
             f"~{self.policy_calls} policy calls (at the recorded lengths; stored rollouts are free)"
         )
 
@@ -299,6 +299,8 @@ def check_caps(max_rollouts: int | None, max_policy_calls: int | None) -> None:
 
 def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
     """Rollouts, match draws and policy calls (at the recorded lengths) for one trace.
+
+    The contrastive rollouts are an upper bound: a row runs once a rollout that serves several steps.
 
     `--method shapley` adds its budget; under `auto` a Shapley run happens only when credit turns out
     shared, so its budget is an upper bound (`shapley_rollouts`), shown but not reserved: the run is

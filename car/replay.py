@@ -13,7 +13,8 @@ every step they both draw at, whatever order or concurrency they run in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ from car.protocols import Decision, Environment, Mode, Policy, Scorer, Trajector
 from car.rng import EventKey
 from car.trace import Action, Step, Trace
 
-__all__ = ["Plan", "Replay", "Rollout", "Status"]
+__all__ = ["Plan", "Replay", "Rollout", "RowRunner", "Status"]
 
 Status = Literal["ok", "error", "unscorable"]
 
@@ -327,6 +328,63 @@ class Replay:
         return Rollout(
             plan, replicate, tuple(turns), tuple(states), None, "error", message, calls, False
         )
+
+
+@dataclass
+class RowRunner:
+    """Rows of arms on one replicate each, a rollout reused for every later arm it reproduces.
+
+    Arm k < m resamples from decision k on (the decisions before it held); arm m is the factual arm
+    (everything held). On one replicate, the rollout of arm k that reproduced the record up to arm
+    j's first change *is* arm j's rollout, draw for draw (`Replay.agrees`): a row runs it once. Every
+    arm of a row therefore has exactly the value it would have alone on that replicate, for fewer
+    rollouts.
+    """
+
+    replay: Replay
+
+    def __post_init__(self) -> None:
+        trace = self.replay.trace
+        self.decisions = trace.decision_steps
+        self.m = len(self.decisions)
+        self.n = len(trace.steps)
+        self.rollouts = 0
+
+    def plan(self, arm: int) -> Plan:
+        trace = self.replay.trace
+        if arm == self.m:
+            return Plan.hold_all(trace)
+        return Plan.resample_from(trace, self.decisions[arm])
+
+    def _start(self, arm: int) -> int:
+        return self.n if arm == self.m else self.decisions[arm]
+
+    async def row(
+        self, arms: Sequence[int], replicate: int, on_value: Callable[[], None] | None = None
+    ) -> tuple[dict[int, float], int]:
+        """Observe `arms` (sorted) on `replicate`: {arm: value} (NaN: errored or unscorable) and the
+        rollouts it cost; `on_value` is called once per arm observed."""
+        out: dict[int, float] = {}
+        cost = 0
+        i = 0
+        while i < len(arms):
+            rollout = await self.replay.run(self.plan(arms[i]), replicate)
+            cost += 1
+            value = math.nan if rollout.value is None else rollout.value
+            start = self._start(arms[i])
+            # Arm j is this very rollout when the record was reproduced up to j's first change.
+            reach = self.replay.agrees(rollout, start) if rollout.status == "ok" else start
+            out[arms[i]] = value
+            i += 1
+            if on_value is not None:
+                on_value()
+            while i < len(arms) and self._start(arms[i]) <= reach:
+                out[arms[i]] = value
+                i += 1
+                if on_value is not None:
+                    on_value()
+        self.rollouts += cost
+        return out, cost
 
 
 def _describe(exc: BaseException) -> str:

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from bench.methods import replay_for
-from car.adaptive import RowRunner, blame_adaptive_async, run_adaptive
+from car.adaptive import blame_adaptive_async, run_adaptive
 from car.cli import main
-from car.replay import Replay
+from car.replay import Replay, RowRunner
 from car.report import Report
 from car.sim import record, scenario_for
 from car.sim.planted import BinaryModel, truth
@@ -22,7 +22,10 @@ def _replay(name: str, seed: int, **params: float) -> Replay:
     return replay_for(record(name, **params), seed)
 
 
-@pytest.mark.parametrize("name", ["planted-pivot", "long", "noisy-judge", "team"])
+@pytest.mark.parametrize(
+    "name",
+    ["planted-pivot", "long", "noisy-judge", "team", "corridor", "support-refund", "research-team"],
+)
 def test_a_row_equals_every_arm_run_on_its_own(name: str) -> None:
     replay = _replay(name, 3)
     runner = RowRunner(replay)

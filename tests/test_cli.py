@@ -74,7 +74,7 @@ def test_blame_table_names_the_locus(run_cli) -> None:  # type: ignore[no-untype
     r = run_cli("blame", TRACES / "support-refund.json")
     assert r.code == 0, r.err
     assert "Step 1 (support: PLAN: refund the order) is where the run was decided" in r.out
-    assert "action-match rate" in r.out and "budget: 129 rollouts" in r.out and "seed 0" in r.out
+    assert "action-match rate" in r.out and "budget: 50 rollouts" in r.out and "seed 0" in r.out
     first_row = next(line for line in r.out.splitlines() if line.lstrip().startswith("1 "))
     assert "locus" in first_row and "PLAN: refund" in first_row
 
@@ -92,7 +92,8 @@ def test_json_report_has_the_documented_fields(run_cli) -> None:  # type: ignore
     assert set(step["rescue"]) == {"estimate", "low", "high", "n"}
     assert set(step["drop"]) >= {"estimate", "low", "high"}
     assert step["match_rate"]["n"] == 8
-    assert doc["budget"]["rollouts"] == 1 + 3 * 32
+    # the factual copy, then one row per replicate: at least one rollout each, fewer than one per step
+    assert 1 + 32 <= doc["budget"]["rollouts"] < 1 + 3 * 32
     assert doc["specs"] == {"policy": "sim:pivot", "env": "sim:pivot", "scorer": "sim:pivot"}
 
 

@@ -23,7 +23,7 @@ def test_live_display_prints_a_line_per_trace_and_clears_its_bars() -> None:
         results = blame_many(PATHS[:2], options=OPTS, progress=display)
     assert [r.status for r in results] == ["ok", "ok"]
     text = out.getvalue()
-    assert "ok " + str(PATHS[0]) + ": step 1 (agent); 13 rollouts (0 stored)" in text
+    assert "ok " + str(PATHS[0]) + ": step 1 (agent); 9 rollouts (0 stored)" in text
     assert "ok " + str(PATHS[1]) + ": " in text
     assert display.done == 2 and not display.tasks  # every per-trace bar was removed
 

@@ -35,7 +35,8 @@ def test_shared_drops_fire_the_fallback() -> None:
     assert sh.budget.rollouts <= 1000 and sh.budget_limit == 1000
     assert "share the blame" in report.headline
     # The overall budget counts the contrastive and the Shapley rollouts.
-    assert report.budget.rollouts >= sh.budget.rollouts + 3 * 32
+    # the contrastive rows come first: at least one rollout per replicate
+    assert report.budget.rollouts >= sh.budget.rollouts + 32
 
 
 def test_abstention_fires_the_fallback() -> None:

@@ -44,8 +44,11 @@ def test_store_gives_identical_reports_and_stores_each_rollout_once(tmp_path: Pa
     assert first == plain == second
     trace = load_trace(path)
     m = len(trace.decision_steps)
-    # one factual rollout (deterministic scorer), 8 per decision step, 8 match draws per step
-    assert rows == 1 + 8 * m + 8 * m
+    # every rollout run (one factual, at most 8 per decision step: a row reuses a rollout for later
+    # steps it reproduced) and 8 match draws per step, each stored once
+    rollouts = first["budget"]["rollouts"]  # type: ignore[index]
+    assert rollouts <= 1 + 8 * m
+    assert rows == rollouts + 8 * m
 
 
 def test_budget_counts_a_stored_rollout_once(tmp_path: Path) -> None:
@@ -78,13 +81,13 @@ def test_a_new_draw_derivation_never_reuses_stored_rollouts(
 def test_more_samples_reuse_the_first_replicates_and_never_duplicate(tmp_path: Path) -> None:
     path = TRACES / "pivot.json"
     with RolloutStore(tmp_path / "s.sqlite") as store:
-        asyncio.run(blame_async(path, samples=4, match_samples=0, runner=Runner(store)))
+        four = asyncio.run(blame_async(path, samples=4, match_samples=0, runner=Runner(store)))
         r = Runner(store)
-        asyncio.run(blame_async(path, samples=8, match_samples=0, runner=r))
-        # replicates 0-3 of each of the 3 arms come from the store, 4-7 are new
-        assert r.stats.stored == 1 + 3 * 4
-        assert r.stats.fresh == 3 * 4
-        assert store.count(kind="run") == 1 + 3 * 8
+        eight = asyncio.run(blame_async(path, samples=8, match_samples=0, runner=r))
+        # replicates 0-3 come from the store, 4-7 are new
+        assert r.stats.stored == four.budget.rollouts
+        assert r.stats.fresh == eight.budget.rollouts - four.budget.rollouts > 0
+        assert store.count(kind="run") == eight.budget.rollouts
 
 
 def test_fork_from_a_stored_rollout_matches_a_fresh_fork(tmp_path: Path) -> None:
