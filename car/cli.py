@@ -105,7 +105,9 @@ def blame(
         str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
     ] = None,
     scorer: Annotated[str | None, typer.Option(help="Scorer spec (default: the trace's).")] = None,
-    samples: Annotated[int, typer.Option(help="Rollouts per decision step.")] = 32,
+    samples: Annotated[
+        int, typer.Option(help="Samples per decision step (a rollout may serve several steps).")
+    ] = 32,
     match_samples: Annotated[int, typer.Option(help="Draws per step for the action-match rate.")] = 8,
     seed: Annotated[int, typer.Option(help="Keys all randomness: same seed, same report.")] = 0,
     concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once, across all traces.")] = 8,

@@ -169,8 +169,8 @@ def _warnings(report: Report) -> list[str]:
     out: list[str] = []
     if report.abstained_reason:
         need = (
-            f" About {report.rollouts_needed_per_step} rollouts per step would decide."
-            if report.rollouts_needed_per_step and "rollouts per step" not in report.abstained_reason
+            f" About {report.rollouts_needed_per_step} samples per step would decide."
+            if report.rollouts_needed_per_step and "samples per step" not in report.abstained_reason
             else ""
         )
         reason = report.abstained_reason.rstrip(".")

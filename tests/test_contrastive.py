@@ -101,7 +101,7 @@ def test_abstains_with_a_reason_and_an_estimate_of_what_would_decide() -> None:
     undecided = [r for r in abstained if r.rollouts_needed_per_step is not None]
     assert len(undecided) >= 10  # the others saw no rescue at all in 4 draws (0.7^4 = 24%)
     for r in undecided:
-        assert "rollouts per step would decide" in (r.abstained_reason or "")
+        assert "samples per step would decide (--samples " in (r.abstained_reason or "")
         assert r.rollouts_needed_per_step is not None and r.rollouts_needed_per_step > 4
     # and with the typical suggested number of rollouts it does decide, in most seeds
     needed = sorted(r.rollouts_needed_per_step or 0 for r in undecided)[len(undecided) // 2]

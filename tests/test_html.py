@@ -287,7 +287,7 @@ def test_warnings_for_abstention_low_fidelity_and_low_match() -> None:
     tree = Tree(render_html(report, None))
     (warn,) = tree.all("div", "warnings")
     text = warn.text()
-    assert "abstained" in text and "About 120 rollouts per step" in text
+    assert "abstained" in text and "About 120 samples per step" in text
     assert "class C" in text and "Low action-match rate (20%)" in text and "step(s) 2" in text
     assert "cannot name a decisive step" in tree.all("section", "headline")[0].text()
 

@@ -228,6 +228,6 @@ def _abstain(
     return (
         f"no step's effect is significantly above {min_effect:.0%} at this sample size "
         f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
-        "rollouts per step would decide",
+        f"samples per step would decide (--samples {needed})",
         needed,
     )
