@@ -66,16 +66,35 @@ def sparkline(values: list[float | None]) -> str:
     return "".join(out)
 
 
-def _curve_line(report: Report) -> Text | None:
-    """The rescue rates in step order (the table is ranked), so the curve's shape reads left to right."""
+def _curve_line(report: Report, width: int) -> Text | None:
+    """The rescue rates in step order (the table is ranked), so the curve's shape reads left to right.
+
+    One mark per step while the line fits in `width`; beyond that each mark stands for k consecutive
+    steps and shows their highest rescue rate (the bin holding the locus is the one marked red).
+    """
     if not any(s.rescue is not None for s in report.steps):
         return None
-    line = Text(f"rescue by step 0-{len(report.steps) - 1}: ")
-    for s in report.steps:
-        r = s.rescue.estimate if s.rescue is not None else None
-        line.append(sparkline([r]), style="bold red" if s.index == report.locus else "cyan")
-    if report.locus is not None:
-        line.append(f"  (locus: step {report.locus})")
+    n = len(report.steps)
+    tail = f"  (locus: step {report.locus})" if report.locus is not None else ""
+    head = f"rescue by step 0-{n - 1}: "
+    per = 1
+    while math.ceil(n / per) > max(width - len(head) - len(tail) - 20, 10):
+        per += 1
+    if per > 1:
+        head = f"rescue by step 0-{n - 1}, {per} steps per mark: "
+    line = Text(head)
+    for start in range(0, n, per):
+        chunk = report.steps[start : start + per]
+        rates = [
+            s.rescue.estimate
+            for s in chunk
+            if s.rescue is not None
+            and s.rescue.estimate is not None
+            and not math.isnan(s.rescue.estimate)
+        ]
+        locus = any(s.index == report.locus for s in chunk)
+        line.append(sparkline([max(rates) if rates else None]), style="bold red" if locus else "cyan")
+    line.append(tail)
     return line
 
 
@@ -155,7 +174,7 @@ def render_table(report: Report, console: Console) -> None:
     extra = shapley_table(report)
     lines: list[Text | Table] = [extra] if extra is not None else []
     lines.append(Text(""))
-    curve = _curve_line(report)
+    curve = _curve_line(report, console.width)
     if curve is not None:
         lines.append(curve)
     lines += [literal(report.headline), *shapley_lines(report)]

@@ -100,3 +100,20 @@ def test_the_curve_line_follows_step_order_even_though_rows_are_ranked() -> None
     expected = sparkline([s.rescue.estimate if s.rescue else None for s in report.steps])
     assert f"rescue by step 0-4: {expected}" in text
     assert f"(locus: step {report.locus})" in text
+
+
+def test_a_long_curve_bins_steps_to_fit_the_terminal() -> None:
+    from car.sim import scenario_for
+
+    trace = scenario_for("long", None, n=150).recorded_trace(0)
+    report = car.blame(trace, samples=4, match_samples=1, seed=0, method="contrastive")
+    text = _plain(report)
+    line = next(ln for ln in text.splitlines() if ln.startswith("rescue by step 0-149"))
+    assert len(line.rstrip()) <= 120
+    per = int(re.search(r"0-149, (\d+) steps per mark: ", line).group(1))  # type: ignore[union-attr]
+    marks = line.split("steps per mark: ")[1].split("  (")[0]
+    rates = [s.rescue.estimate if s.rescue else None for s in report.steps]
+    # Each mark is the highest rescue rate of its `per` consecutive steps.
+    assert marks == "".join(
+        sparkline([max(r for r in rates[i : i + per] if r is not None)]) for i in range(0, 150, per)
+    )
