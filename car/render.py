@@ -108,6 +108,7 @@ def render_json(report: Report) -> str:
 
 
 _STYLE = {"locus": "bold red", "contributing": "yellow", "not significant": "dim"}
+TABLE_TOP = 20  # rows of the ranked table for a long run (significant steps are always shown)
 
 
 def render_table(report: Report, console: Console) -> None:
@@ -151,7 +152,13 @@ def render_table(report: Report, console: Console) -> None:
         return (first, -drop, s.index)
 
     order = sorted((s.index for s in decisions), key=rank_key)
+    shown = set(order)
+    if len(order) > TABLE_TOP + 5:  # a long run: the top of the ranking and every significant step
+        significant = {i for i in order if report.steps[i].verdict in ("locus", "contributing")}
+        shown = set(order[:TABLE_TOP]) | significant
     for rank, index in enumerate(order, 1):
+        if index not in shown:
+            continue
         s = report.steps[index]
         match = (
             "-"
@@ -173,6 +180,15 @@ def render_table(report: Report, console: Console) -> None:
 
     extra = shapley_table(report)
     lines: list[Text | Table] = [extra] if extra is not None else []
+    if len(shown) < len(order):
+        lines.insert(
+            0,
+            Text(
+                f"… {len(order) - len(shown)} more decision steps ranked lower, none significant "
+                "(all of them: --format json or html)",
+                style="dim",
+            ),
+        )
     lines.append(Text(""))
     curve = _curve_line(report, console.width)
     if curve is not None:

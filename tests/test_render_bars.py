@@ -117,3 +117,10 @@ def test_a_long_curve_bins_steps_to_fit_the_terminal() -> None:
     assert marks == "".join(
         sparkline([max(r for r in rates[i : i + per] if r is not None)]) for i in range(0, 150, per)
     )
+    # The ranked table keeps its top and every significant step; the rest is counted, not printed.
+    from car.render import TABLE_TOP
+
+    significant = sum(1 for s in report.steps if s.verdict in ("locus", "contributing"))
+    rows = [ln for ln in text.splitlines() if re.match(r"\s*\d+\s+\d+ agent ", ln)]
+    assert TABLE_TOP <= len(rows) <= TABLE_TOP + significant
+    assert f"… {150 - len(rows)} more decision steps ranked lower, none significant" in text
