@@ -28,7 +28,7 @@ from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Plan, Replay, Rollout, RowRunner
-from car.report import Budget, Estimate, Report, Specs, StepReport
+from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
@@ -313,6 +313,21 @@ def _value(r: Rollout) -> float:
     return math.nan if r.value is None else r.value
 
 
+def _labelled(trace: Trace) -> Labelled | None:
+    """The dataset's label of the decisive mistake, when an importer kept one (Who&When)."""
+    label = trace.metadata.get("who_and_when")
+    if not isinstance(label, dict):
+        return None
+    step, agent = label.get("mistake_step"), label.get("mistake_agent")
+    if not isinstance(step, int) and not isinstance(agent, str):
+        return None
+    return Labelled(
+        source="who-and-when",
+        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        agent=agent if isinstance(agent, str) else None,
+    )
+
+
 def blame(trace: Trace | str | Path, **options: Any) -> Report:
     """Attribute the failure of a recorded run to its steps, by intervention.
 
@@ -474,6 +489,7 @@ def _report(
         trace_path=path,
         trace_hash=trace.content_hash(),
         fidelity=trace.fidelity.class_ if trace.fidelity is not None else None,
+        labelled=_labelled(trace),
         status=status,
         headline="",
         locus=locus,

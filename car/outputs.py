@@ -31,7 +31,7 @@ from car.batch import TraceResult
 from car.formats import OutputFormat
 from car.gates import worst
 from car.render import literal, render_json, render_table
-from car.report import Estimate, Report, ShapleyPlayer
+from car.report import Estimate, Report, ShapleyPlayer, label_agreement, label_line
 from car.shapley import credited_players
 
 __all__ = [
@@ -135,7 +135,21 @@ def counts(results: Sequence[TraceResult]) -> dict[str, int]:
 def counts_line(results: Sequence[TraceResult]) -> str:
     c = counts(results)
     parts = [f"{n} {k}" for k, n in sorted(c.items())]
-    return f"{len(results)} trace{'s' if len(results) != 1 else ''}: " + (", ".join(parts) or "none")
+    line = f"{len(results)} trace{'s' if len(results) != 1 else ''}: " + (", ".join(parts) or "none")
+    return line + _labels_part(results)
+
+
+def _labels_part(results: Sequence[TraceResult]) -> str:
+    """How often car's answer matches the dataset's labels, over the attributed traces with one."""
+    pairs = [label_agreement(r.report) for r in results if r.report is not None]
+    steps = [s for s, _ in pairs if s is not None]
+    agents = [a for _, a in pairs if a is not None]
+    said = [
+        f"{what} in {sum(hits)} of {len(hits)}"
+        for what, hits in (("labelled step named", steps), ("labelled agent", agents))
+        if hits
+    ]
+    return "; " + ", ".join(said) if said else ""
 
 
 # -- table --------------------------------------------------------------------------------------
@@ -256,6 +270,9 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
     )
     if len(ordered) > top:
         lines.append(f"\n… {len(ordered) - top} more decision steps (see the JSON report)")
+    labelled = label_line(r)
+    if labelled is not None:
+        lines += ["", md(labelled)]
     b = r.budget
     lines += [
         "",

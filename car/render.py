@@ -15,7 +15,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from car.report import Estimate, Report
+from car.report import Estimate, Report, label_line
 
 __all__ = ["bar", "literal", "render_json", "render_table", "sparkline"]
 
@@ -194,6 +194,9 @@ def render_table(report: Report, console: Console) -> None:
     if curve is not None:
         lines.append(curve)
     lines += [literal(report.headline), *shapley_lines(report)]
+    labelled = label_line(report)
+    if labelled is not None:
+        lines.append(literal(labelled))
     for note in report.notes:
         lines.append(Text("note: ") + literal(note))
     m = report.match_rate

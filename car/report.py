@@ -20,11 +20,14 @@ __all__ = [
     "Adaptive",
     "Budget",
     "Estimate",
+    "Labelled",
     "Report",
     "ShapleyPlayer",
     "ShapleyReport",
     "Specs",
     "StepReport",
+    "label_agreement",
+    "label_line",
     "load_report",
 ]
 
@@ -130,6 +133,15 @@ class Adaptive(_Model):
     statement: str
 
 
+class Labelled(_Model):
+    """The mistake a dataset labelled for this run (Who&When's mistake step and agent): shown beside
+    car's answer, never used to compute it."""
+
+    source: str = Field(description="the dataset format the label came from, e.g. who-and-when")
+    step: int | None = Field(default=None, description="the labelled decisive step")
+    agent: str | None = Field(default=None, description="the labelled responsible agent")
+
+
 class Specs(_Model):
     policy: str
     env: str
@@ -149,6 +161,9 @@ class Report(_Model):
     fidelity: Literal["A", "B", "C"] | None = Field(
         default=None,
         description="trace fidelity class when imported (A exact inputs, B conversation, C text)",
+    )
+    labelled: Labelled | None = Field(
+        default=None, description="the mistake the run's dataset labelled, when the trace carries one"
     )
     status: Literal["ok", "backend-errors"] = "ok"
     headline: str
@@ -180,6 +195,44 @@ class Report(_Model):
 
     def step(self, index: int) -> StepReport:
         return self.steps[index]
+
+
+def label_agreement(report: Report) -> tuple[bool | None, bool | None]:
+    """Whether car's locus is the labelled step, and its actor the labelled agent (None: no such
+    label). An abstention agrees with nothing."""
+    lab = report.labelled
+    if lab is None:
+        return None, None
+    step = None if lab.step is None else report.locus == lab.step
+    agent = None if lab.agent is None else (report.locus is not None and report.locus_actor == lab.agent)
+    return step, agent
+
+
+def label_line(report: Report) -> str | None:
+    """One line comparing car's answer with the dataset's label, or None without a label."""
+    lab = report.labelled
+    if lab is None:
+        return None
+    said = " ".join(
+        x
+        for x in (
+            f"step {lab.step}" if lab.step is not None else "",
+            f"by {lab.agent}" if lab.agent else "",
+        )
+        if x
+    )
+    ours = (
+        f"car names step {report.locus} ({report.locus_actor})"
+        if report.locus is not None
+        else "car names no step"
+    )
+    step, agent = label_agreement(report)
+    verdicts = [
+        f"{what} {'agrees' if ok else 'differs'}"
+        for what, ok in (("step", step), ("agent", agent))
+        if ok is not None
+    ]
+    return f"labelled mistake ({lab.source}): {said}; {ours}: {', '.join(verdicts)}"
 
 
 def load_report(path: str | Path) -> Report:

@@ -231,3 +231,45 @@ def test_class_a_contexts_reach_the_policy_exactly(fixtures: Path) -> None:
     state = asyncio.run(env.restore(()))
     result = asyncio.run(env.step(state, 0, "planner", trace.steps[0].action, EventKey(0, 0, 0, "env")))
     assert {o.call_id: o.content for o in result.observations} == {"call_p": "rain", "call_r": "sun"}
+
+
+class SolverCoin:
+    """The solver gets 6 x 7 right half the time; the planner reports what the solver said."""
+
+    spec = "test:solver-coin"
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        if decision.actor.id == "Solver":
+            return Action(text="6 x 7 = 42" if key.uniform() < 0.5 else "6 x 7 = 48")
+        said = decision.history[-1].action.text if decision.history else ""
+        if decision.step == 0:
+            return Action(text="Solver, compute 6 x 7.")
+        return Action(text="FINAL: " + said.rsplit("= ", 1)[-1])
+
+
+def test_a_labelled_log_shows_and_counts_the_label_agreement(tmp_path: Path) -> None:
+    from car.batch import BatchOptions, blame_many
+    from car.outputs import counts_line, render_output
+
+    right = tmp_path / "right.json"
+    right.write_text(json.dumps(GROUP_CHAT))  # labelled step 1 by Solver
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({**GROUP_CHAT, "mistake_step": "2", "mistake_agent": "Planner"}))
+    report = car.blame(right, policy=SolverCoin(), scorer=WrongAnswer(), samples=32, match_samples=1)
+    assert report.locus == 1 and report.labelled is not None
+    assert (report.labelled.step, report.labelled.agent) == (1, "Solver")
+    console = Console(record=True, width=200, file=io.StringIO(), no_color=True)
+    render_table(report, console)
+    assert (
+        "labelled mistake (who-and-when): step 1 by Solver; car names step 1 (Solver): "
+        "step agrees, agent agrees" in console.export_text()
+    )
+    options = BatchOptions(policy=SolverCoin(), scorer=WrongAnswer(), samples=32, match_samples=1)
+    results = blame_many([right, wrong], options=options)
+    assert [r.status for r in results] == ["ok", "ok"]
+    line = counts_line(results)
+    assert line.endswith("; labelled step named in 1 of 2, labelled agent in 1 of 2")
+    assert "step differs, agent differs" in render_output("markdown", results, batch=True)
+    # A trace without a label says nothing about labels.
+    plain = car.blame(Path(__file__).resolve().parents[2] / "traces" / "pivot.json", samples=4)
+    assert plain.labelled is None
