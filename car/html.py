@@ -18,7 +18,7 @@ from typing import Any
 
 from car.charts import esc, rescue_curve_svg, shapley_svg
 from car.errors import CarError, InputError
-from car.report import Estimate, Report, StepReport
+from car.report import Estimate, Report, StepReport, label_line
 from car.trace import Action, Message, Step, Trace
 
 __all__ = ["render_html"]
@@ -535,6 +535,9 @@ def _provenance(report: Report, trace_note: str | None) -> str:
         ("car", f"computed by car {report.car_version}; rendered by car {__version__}"),
         ("format", report.version),
     ]
+    labelled = label_line(report)
+    if labelled is not None:
+        rows.append(("label", labelled))
     if trace_note:
         rows.append(("timeline", trace_note))
     body = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)

@@ -264,6 +264,10 @@ def test_a_labelled_log_shows_and_counts_the_label_agreement(tmp_path: Path) -> 
         "labelled mistake (who-and-when): step 1 by Solver; car names step 1 (Solver): "
         "step agrees, agent agrees" in console.export_text()
     )
+    from car.html import render_html
+
+    page = render_html(report)
+    assert "<dt>label</dt><dd>labelled mistake (who-and-when): step 1 by Solver;" in page
     options = BatchOptions(policy=SolverCoin(), scorer=WrongAnswer(), samples=32, match_samples=1)
     results = blame_many([right, wrong], options=options)
     assert [r.status for r in results] == ["ok", "ok"]
