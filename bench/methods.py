@@ -82,21 +82,15 @@ def car_fixed(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
     costs fewer than m rollouts; the values are those of every arm run alone)."""
     replay = replay_for(trace, seed)
     runner = RowRunner(replay)
-    m = runner.m
-    exact = replay.scorer.deterministic
-    k = fixed_replicates(budget, m, exact)
-    row_arms = list(range(m)) + ([] if exact else [m])
+    k = fixed_replicates(budget, runner.m, runner.exact)
 
     async def go() -> tuple[np.ndarray, np.ndarray]:
-        fact = []
-        if exact:
-            fact.append(_value((await replay.run(Plan.hold_all(trace), 0)).value))
-        rows = [(await runner.row(row_arms, r))[0] for r in range(k)]
-        arms = np.array([[row[j] for row in rows] for j in range(m)])
-        return arms, np.array(fact if exact else [row[m] for row in rows])
+        record = [await runner.record_value()] if runner.exact else []
+        rows = [(await runner.row(runner.arms(), r))[0] for r in range(k)]
+        return runner.matrix(rows, record)
 
     arms, fact = asyncio.run(go())
-    res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)
+    res = estimate_contrastive(arms, fact, factual_exact=runner.exact, min_effect=min_effect)
     return _rep(res.locus, res.positions, replay)
 
 
@@ -122,16 +116,11 @@ def car_rows(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
     """The fixed estimator on rows with fork reuse: as many full rows as the budget pays for."""
     replay = replay_for(trace, seed)
     runner = RowRunner(replay)
-    m = runner.m
-    exact = replay.scorer.deterministic
-    arms_all = list(range(m)) + ([] if exact else [m])
+    arms_all = runner.arms()
 
     async def go() -> tuple[np.ndarray, np.ndarray]:
-        spent = 0
-        fact: list[float] = []
-        if exact:
-            fact.append(_value((await replay.run(Plan.hold_all(trace), 0)).value))
-            spent = 1
+        record = [await runner.record_value()] if runner.exact else []
+        spent = len(record)
         rows: list[dict[int, float]] = []
         r = 1
         while budget - spent >= len(arms_all):
@@ -139,12 +128,10 @@ def car_rows(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
             rows.append(out)
             spent += cost
             r += 1
-        arms = np.array([[row.get(j, math.nan) for row in rows] for j in range(m)])
-        f = np.array(fact) if exact else np.array([row.get(m, math.nan) for row in rows])
-        return arms, f
+        return runner.matrix(rows, record)
 
     arms, fact = asyncio.run(go())
-    res = estimate_contrastive(arms, fact, factual_exact=exact, min_effect=min_effect)
+    res = estimate_contrastive(arms, fact, factual_exact=runner.exact, min_effect=min_effect)
     return _rep(res.locus, res.positions, replay)
 
 

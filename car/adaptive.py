@@ -30,7 +30,7 @@ import numpy as np
 from car.errors import InputError
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Plan, Replay, RowRunner
+from car.replay import Replay, RowRunner
 from car.report import Adaptive, Report
 from car.trace import Trace
 
@@ -70,13 +70,12 @@ async def run_adaptive(
     """The allocation loop (see the module docstring). `budget` counts rollouts, the factual included."""
     runner = RowRunner(replay)
     m = runner.m
-    exact = replay.scorer.deterministic
+    exact = runner.exact
     spent = 0
     factual_cells: list[float] = []
     if exact:
-        first = await replay.run(Plan.hold_all(replay.trace), 0)
+        factual_cells.append(await runner.record_value())
         spent += 1
-        factual_cells.append(math.nan if first.value is None else first.value)
     cells: list[dict[int, float]] = []
     state: LocusState | None = None
     history: list[tuple[int, tuple[int, ...]]] = []
@@ -98,7 +97,7 @@ async def run_adaptive(
 
     def decide(previous: LocusState | None, drops: bool) -> tuple[np.ndarray, np.ndarray, LocusState]:
         """The outcome matrices so far and the locus decided on them (drops: the final report's)."""
-        arms, factual = _matrix(cells, m, exact, factual_cells)
+        arms, factual = runner.matrix(cells, factual_cells)
         return (
             arms,
             factual,
@@ -114,7 +113,7 @@ async def run_adaptive(
         )
 
     while True:
-        row_arms = list(open_arms) + ([] if exact else [m])
+        row_arms = runner.arms(open_arms)
         # Looks thin out geometrically (any look schedule is valid for a CS; fewer looks cost less).
         rows = min(max(batch, len(cells) // 8), (budget - spent) // max(len(row_arms), 1))
         if rows <= 0:
@@ -142,20 +141,6 @@ async def run_adaptive(
             break
     arms, factual, state = decide(state, drops=True)
     return AdaptiveRun(arms, factual, state, stopped, spent, len(cells), history)
-
-
-def _matrix(
-    cells: list[dict[int, float]], m: int, exact: bool, factual_cells: list[float]
-) -> tuple[np.ndarray, np.ndarray]:
-    arms = np.full((m, len(cells)), math.nan)
-    fact = np.full(len(cells), math.nan)
-    for r, row in enumerate(cells):
-        for arm, value in row.items():
-            if arm == m:
-                fact[r] = value
-            else:
-                arms[arm, r] = value
-    return arms, (np.array(factual_cells) if exact else fact)
 
 
 def _validate(confidence: float, budget: int, target_width: float | None) -> None:

@@ -27,7 +27,7 @@ from car.estimators.contrastive import ContrastiveResult, Interval, estimate_con
 from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Plan, Replay, Rollout, RowRunner
+from car.replay import Replay, Rollout, RowRunner
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
@@ -202,7 +202,7 @@ async def blame_async(
         # are those of running every arm alone. Rows keep values only: a rollout holds every turn of
         # its run, and keeping them all would cost memory in trace length times rollouts.
         rows = RowRunner(replay)
-        row_arms = list(range(m)) + ([] if exact else [m])
+        row_arms = rows.arms()
         total = (1 if exact else 0) + samples * len(row_arms) + m * match_samples
         done = 0
 
@@ -212,15 +212,14 @@ async def blame_async(
             if progress is not None:
                 progress("rollouts", done, total)
 
+        record = []
         if exact:
-            factual = np.array([_value(await replay.run(Plan.hold_all(trace), 0))])
+            record.append(await rows.record_value())
             tick()
         jobs = [partial(rows.row, row_arms, r, tick) for r in range(samples)]
         observed = await _gather_limited(jobs, concurrency, lambda: None)
         matches = await match_draws(replay, match_samples, concurrency, tick)
-        arms = np.array([[row[k] for row, _ in observed] for k in range(m)]).reshape(m, samples)
-        if not exact:
-            factual = np.array([row[m] for row, _ in observed])
+        arms, factual = rows.matrix([row for row, _ in observed], record)
         report = _report(
             trace,
             path,

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import numpy as np
+
 from car.errors import BackendError, RolloutError
 from car.protocols import Decision, Environment, Mode, Policy, Scorer, Trajectory, Turn
 from car.rng import EventKey
@@ -348,7 +350,32 @@ class RowRunner:
         self.decisions = trace.decision_steps
         self.m = len(self.decisions)
         self.n = len(trace.steps)
-        self.rollouts = 0
+        # With a deterministic scorer the factual arm is the record, scored once, not a row's arm.
+        self.exact = self.replay.scorer.deterministic
+
+    def arms(self, steps: Iterable[int] | None = None) -> list[int]:
+        """The arms a row observes: `steps` (default every step's), then the factual unless exact."""
+        return [*(range(self.m) if steps is None else steps), *([] if self.exact else [self.m])]
+
+    async def record_value(self) -> float:
+        """The factual arm's value when exact: the record copied and scored (replicate 0)."""
+        rollout = await self.replay.run(Plan.hold_all(self.replay.trace), 0)
+        return math.nan if rollout.value is None else rollout.value
+
+    def matrix(
+        self, rows: Sequence[Mapping[int, float]], record: Sequence[float] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The outcome matrix [step arm, row] (NaN where a row did not observe the arm) and the
+        factual values: `record` when exact, else each row's factual arm."""
+        arms = np.full((self.m, len(rows)), math.nan)
+        fact = np.full(len(rows), math.nan)
+        for r, row in enumerate(rows):
+            for arm, value in row.items():
+                if arm == self.m:
+                    fact[r] = value
+                else:
+                    arms[arm, r] = value
+        return arms, (np.array(record, dtype=float) if self.exact else fact)
 
     def plan(self, arm: int) -> Plan:
         trace = self.replay.trace
@@ -383,7 +410,6 @@ class RowRunner:
                 i += 1
                 if on_value is not None:
                     on_value()
-        self.rollouts += cost
         return out, cost
 
 
