@@ -77,9 +77,7 @@ def _curve_line(report: Report, width: int) -> Text | None:
     n = len(report.steps)
     tail = f"  (locus: step {report.locus})" if report.locus is not None else ""
     head = f"rescue by step 0-{n - 1}: "
-    per = 1
-    while math.ceil(n / per) > max(width - len(head) - len(tail) - 20, 10):
-        per += 1
+    per = math.ceil(n / max(width - len(head) - len(tail) - 20, 10))  # steps per mark
     if per > 1:
         head = f"rescue by step 0-{n - 1}, {per} steps per mark: "
     line = Text(head)

@@ -213,14 +213,9 @@ def label_line(report: Report) -> str | None:
     lab = report.labelled
     if lab is None:
         return None
-    said = " ".join(
-        x
-        for x in (
-            f"step {lab.step}" if lab.step is not None else "",
-            f"by {lab.agent}" if lab.agent else "",
-        )
-        if x
-    )
+    said = [f"step {lab.step}"] if lab.step is not None else []
+    if lab.agent:
+        said.append(f"by {lab.agent}")
     ours = (
         f"car names step {report.locus} ({report.locus_actor})"
         if report.locus is not None
@@ -232,7 +227,7 @@ def label_line(report: Report) -> str | None:
         for what, ok in (("step", step), ("agent", agent))
         if ok is not None
     ]
-    return f"labelled mistake ({lab.source}): {said}; {ours}: {', '.join(verdicts)}"
+    return f"labelled mistake ({lab.source}): {' '.join(said)}; {ours}: {', '.join(verdicts)}"
 
 
 def load_report(path: str | Path) -> Report:
