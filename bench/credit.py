@@ -57,7 +57,7 @@ class Game:
             for coalition, replicate in jobs:
                 steps = [s for i in coalition for s in self.players[i]]
                 r = await self.replay.run(Plan.hold(steps), replicate)
-                out.append(math.nan if r.value is None else r.value)
+                out.append(r.outcome)
             return out
 
         return np.array(asyncio.run(go()))

@@ -7,7 +7,6 @@ what it spent. `budget` is total rollouts; fixed designs spend budget // m per d
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -46,10 +45,6 @@ def replay_for(trace: Trace, seed: int) -> Replay:
     )
 
 
-def _value(v: float | None) -> float:
-    return math.nan if v is None else v
-
-
 def paper(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
     """The paper's rule: K = budget // m fresh rollouts per step, bootstrap against the observed run."""
     replay = replay_for(trace, seed)
@@ -62,7 +57,7 @@ def paper(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
         for j, d in enumerate(decisions):
             plan = Plan.resample_from(trace, d)
             for i in range(k):  # independent rollouts: no replicate is shared between steps
-                out[j, i] = _value((await replay.run(plan, j * k + i)).value)
+                out[j, i] = (await replay.run(plan, j * k + i)).outcome
         return out
 
     arms = asyncio.run(go())

@@ -102,7 +102,7 @@ async def _car(model: Model, seed: int, pairs: int) -> tuple[np.ndarray, np.ndar
         async def one() -> float:
             async with sem:
                 r = await replay.run(Plan.hold(held), (3 << 60) + next(counter))
-            return math.nan if r.value is None else r.value
+            return r.outcome
 
         vals = await asyncio.gather(*(one() for _ in range(CAR_PER_COALITION)))
         return float(np.nanmean(vals))

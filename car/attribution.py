@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,7 +26,7 @@ from car.estimators.contrastive import ContrastiveResult, Interval, estimate_con
 from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Replay, Rollout, RowRunner
+from car.replay import Replay, RowRunner
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
@@ -306,10 +305,6 @@ async def match_draws(
     recorded = [trace.steps[d].action.signature() for d in decisions]
     matches = np.array([a.signature() for a in actions]).reshape(len(decisions), match_samples)
     return np.asarray(matches == np.array(recorded)[:, None])
-
-
-def _value(r: Rollout) -> float:
-    return math.nan if r.value is None else r.value
 
 
 def _labelled(trace: Trace) -> Labelled | None:

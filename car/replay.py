@@ -96,6 +96,11 @@ class Rollout:
     reused: bool = False  # a fork that found the forced action already there: no new work
 
     @property
+    def outcome(self) -> float:
+        """`value` as a number for estimators: NaN where the rollout errored or could not be scored."""
+        return math.nan if self.value is None else self.value
+
+    @property
     def diverged(self) -> bool:
         """Whether any held turn was decided in a context that differed from the recorded one."""
         return any(t.diverged for t in self.turns)
@@ -359,8 +364,7 @@ class RowRunner:
 
     async def record_value(self) -> float:
         """The factual arm's value when exact: the record copied and scored (replicate 0)."""
-        rollout = await self.replay.run(Plan.hold_all(self.replay.trace), 0)
-        return math.nan if rollout.value is None else rollout.value
+        return (await self.replay.run(Plan.hold_all(self.replay.trace), 0)).outcome
 
     def matrix(
         self, rows: Sequence[Mapping[int, float]], record: Sequence[float] = ()
@@ -397,7 +401,7 @@ class RowRunner:
         while i < len(arms):
             rollout = await self.replay.run(self.plan(arms[i]), replicate)
             cost += 1
-            value = math.nan if rollout.value is None else rollout.value
+            value = rollout.outcome
             start = self._start(arms[i])
             # Arm j is this very rollout when the record was reproduced up to j's first change.
             reach = self.replay.agrees(rollout, start) if rollout.status == "ok" else start

@@ -221,10 +221,6 @@ class _Game:
             self.progress("shapley", self.replay.counters.rollouts - self._start, self.total)
 
 
-def _v(r: Rollout) -> float:
-    return math.nan if r.value is None else r.value
-
-
 def calls_estimate(budget: int, decisions: int) -> int:
     """Policy calls a Shapley run of `budget` rollouts may take at the recorded length: a rollout
     re-decides at most every decision step."""
@@ -336,7 +332,7 @@ async def _known_record(game: _Game, v_known: bool) -> tuple[float | None, list[
     if not v_known:
         return None, []
     full = Plan.hold(game.held((1 << game.n) - 1))
-    value = _v(await game.run(full, EXACT_BASE - 1))
+    value = (await game.run(full, EXACT_BASE - 1)).outcome
     if math.isnan(value):
         return None, ["the record could not be scored; v(N) is estimated by rollouts instead"]
     return value, []
@@ -480,7 +476,7 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
 
     held = game.held(0)
     built[0] = empty = await game.run(Plan.hold(held), base)
-    out[0] = _v(empty)
+    out[0] = empty.outcome
     remember(empty, held)
     for bits in range(1, full + 1):
         top = bits.bit_length() - 1
@@ -497,7 +493,7 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
             rep = base if shared_seeds else base + next(fresh)
             run = await _add_player(game, parent, game.players[order[top]], held, rep)
             remember(run, held)
-        built[bits], out[mask] = run, _v(run)
+        built[bits], out[mask] = run, run.outcome
     return out
 
 
@@ -558,12 +554,12 @@ async def _pair(
     orders = plan_walks(n, 1, order_rng)
     base = WALK_BASE + (p if shared_seeds else p * _SLOT)
     empty = await game.run(Plan.hold(game.held(0)), base)
-    end = _v(await game.run(Plan.hold(game.held(full)), base)) if v_all is None else v_all
+    end = (await game.run(Plan.hold(game.held(full)), base)).outcome if v_all is None else v_all
     fresh = iter(range(1, _SLOT)) if not shared_seeds else None
 
     async def walk(order: np.ndarray) -> np.ndarray:
         vals = np.full(n + 1, np.nan)
-        vals[0], vals[n] = _v(empty), end
+        vals[0], vals[n] = empty.outcome, end
         current, mask = empty, 0
         for k in range(n - 1):
             if current.status == "error":
@@ -572,7 +568,7 @@ async def _pair(
             mask |= 1 << i
             rep = base if fresh is None else base + next(fresh)
             current = await _add_player(game, current, game.players[i], game.held(mask), rep)
-            vals[k + 1] = _v(current)
+            vals[k + 1] = current.outcome
         return vals
 
     a, b = await asyncio.gather(walk(orders[0]), walk(orders[1]))
