@@ -167,3 +167,42 @@ def test_drop_interval_coverage_on_support_refund() -> None:
             assert step.drop is not None and step.drop.low is not None and step.drop.high is not None
             covered[i] += step.drop.low <= d <= step.drop.high
     assert min(covered) / 200 >= 0.93, covered
+
+
+def test_no_paired_replicate_abstains_with_a_reason() -> None:
+    """A scorer that cannot score the factual replay where it scored the arm, and vice versa."""
+    result = estimate_contrastive(
+        np.array([[np.nan, 1.0]]), np.array([1.0, np.nan]), factual_exact=False
+    )
+    assert result.locus is None and result.needed_per_step is None
+    assert "no replicate scored both" in (result.abstained_reason or "")
+
+
+def test_agreeing_graded_outcomes_do_not_give_a_zero_width_interval() -> None:
+    """Two judge scores of 0.5 say little; forty say a lot (the floor shrinks like 1/n)."""
+    two = estimate_contrastive(np.array([[0.5, 0.5]]), np.array([1.0]), factual_exact=True)
+    assert two.locus is None and two.positions[0].effect.high - two.positions[0].effect.low > 0.5
+    paired = estimate_contrastive(np.array([[0.5, 0.5]]), np.array([0.9, 0.9]), factual_exact=False)
+    assert paired.locus is None
+    forty = estimate_contrastive(np.full((1, 40), 0.5), np.array([1.0]), factual_exact=True)
+    assert forty.locus == 0
+
+
+@pytest.mark.parametrize("n", [3, 4, 8, 16, 32])
+def test_graded_interval_coverage_with_a_three_level_judge(n: int) -> None:
+    """A judge scoring 0, 0.5 or 1 (mostly 0.5): over 2,000 samples per n the interval covers
+    >= 0.93 (measured 0.95-1.00; without the floor 0.39 at n = 3 and 0.74 at n = 8)."""
+    rng = np.random.default_rng(n)
+    levels, probs = np.array([0.0, 0.5, 1.0]), np.array([0.05, 0.85, 0.10])
+    mean = float(levels @ probs)
+    hits = 0
+    for _ in range(2000):
+        fail = (
+            estimate_contrastive(
+                rng.choice(levels, size=(1, n), p=probs), np.array([1.0]), factual_exact=True
+            )
+            .positions[0]
+            .fail
+        )
+        hits += fail.low <= mean <= fail.high
+    assert hits / 2000 >= 0.93

@@ -69,7 +69,7 @@ def _binary(x: np.ndarray) -> bool:
     return bool(np.all((x == 0) | (x == 1)))
 
 
-def _mean_interval(x: np.ndarray, level: float) -> Interval:
+def _mean_interval(x: np.ndarray, level: float, scale: float) -> Interval:
     n = len(x)
     if n == 0:
         return Interval(math.nan, 0.0, 1.0, 0)
@@ -77,27 +77,42 @@ def _mean_interval(x: np.ndarray, level: float) -> Interval:
     if _binary(x):
         lo, hi = mid_p(round(float(x.sum())), n, level)
         return Interval(mean, lo, hi, n)
-    half = _t_half(x, level)
+    half = _t_half(x, level, scale)
     return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), n)
 
 
-def _t_half(x: np.ndarray, level: float) -> float:
+def _t_half(x: np.ndarray, level: float, scale: float) -> float:
+    """Student-t half-width with a variance floor of `scale^2 / (n + 1)`: one unseen outcome a full
+    scale away. Without it, graded outcomes that happen to agree (two judge scores of 0.5) would give
+    a zero-width interval and a "significant" effect from two rollouts."""
     n = len(x)
     if n < 2:
         return math.inf
-    return t_upper((1 - level) / 2, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    s2 = max(float(x.var(ddof=1)), scale * scale / (n + 1))
+    return t_upper((1 - level) / 2, n - 1) * math.sqrt(s2 / n)
 
 
-def _upper_one_sided(x: np.ndarray, alpha: float) -> float:
+def _noise_scale(arms: np.ndarray, factual: np.ndarray) -> float:
+    """The largest distance of any outcome from its arm's mean: the floor's scale for graded
+    outcomes. If no arm varies at all, the outcome range itself (1): nothing says the spread is 0."""
+    largest = 0.0
+    for row in (*arms, factual):
+        x = row[~np.isnan(row)]
+        if len(x) > 1:
+            largest = max(largest, float(np.abs(x - x.mean()).max()))
+    return largest if largest > 0 else 1.0
+
+
+def _upper_one_sided(x: np.ndarray, alpha: float, scale: float) -> float:
     """Upper confidence bound for the mean of outcomes in [0, 1]."""
     if len(x) == 0:
         return 1.0
     if _binary(x):
         return cp_upper(round(float(x.sum())), len(x), alpha)
-    return min(1.0, float(x.mean()) + _t_half(x, 1 - 2 * alpha))
+    return min(1.0, float(x.mean()) + _t_half(x, 1 - 2 * alpha, scale))
 
 
-def _paired(a: np.ndarray, b: np.ndarray, level: float) -> Interval:
+def _paired(a: np.ndarray, b: np.ndarray, level: float, scale: float) -> Interval:
     """mean(a - b) on replicates where both are defined."""
     ok = ~(np.isnan(a) | np.isnan(b))
     a, b = a[ok], b[ok]
@@ -109,13 +124,13 @@ def _paired(a: np.ndarray, b: np.ndarray, level: float) -> Interval:
         return Interval(d, lo, hi, n)
     diff = a - b
     mean = float(diff.mean())
-    half = _t_half(diff, level)
+    half = _t_half(diff, level, scale)
     return Interval(mean, max(-1.0, mean - half), min(1.0, mean + half), n)
 
 
-def _minus_known(v: float, x: np.ndarray, level: float) -> Interval:
+def _minus_known(v: float, x: np.ndarray, level: float, scale: float) -> Interval:
     """v - mean(x) when v is known exactly."""
-    iv = _mean_interval(x, level)
+    iv = _mean_interval(x, level, scale)
     return Interval(v - iv.estimate, v - iv.high, v - iv.low, iv.n)
 
 
@@ -138,29 +153,30 @@ def estimate_contrastive(
     alpha = (1 - level) / 2 / max(m, 1)
     adj_level = 1 - 2 * alpha
     fact_ok = factual[~np.isnan(factual)]
+    scale = _noise_scale(arms, factual)
     if factual_exact:
         if len(fact_ok) == 0:
             raise ValueError("an exact factual arm needs its value")
         v = float(fact_ok[0])
         fact_iv = Interval(v, v, v, 1)
     else:
-        fact_iv = _mean_interval(fact_ok, level)
+        fact_iv = _mean_interval(fact_ok, level, scale)
         v = fact_iv.estimate
 
     draft: list[PositionEstimate] = []
     for k in range(m):
         x = arms[k][~np.isnan(arms[k])]
-        fail = _mean_interval(x, level)
+        fail = _mean_interval(x, level, scale)
         rescue = Interval(1 - fail.estimate, 1 - fail.high, 1 - fail.low, fail.n)
         if factual_exact:
-            effect = _minus_known(v, x, level)
-            eff_low = v - _upper_one_sided(x, alpha) if len(x) else -math.inf
+            effect = _minus_known(v, x, level, scale)
+            eff_low = v - _upper_one_sided(x, alpha, scale) if len(x) else -math.inf
         else:
-            effect = _paired(factual, arms[k], level)
-            eff_low = _paired(factual, arms[k], adj_level).low if effect.n else -math.inf
+            effect = _paired(factual, arms[k], level, scale)
+            eff_low = _paired(factual, arms[k], adj_level, scale).low if effect.n else -math.inf
         if k + 1 < m:
-            drop = _paired(arms[k + 1], arms[k], level)
-            drop_low = _paired(arms[k + 1], arms[k], adj_level).low if drop.n else -math.inf
+            drop = _paired(arms[k + 1], arms[k], level, scale)
+            drop_low = _paired(arms[k + 1], arms[k], adj_level, scale).low if drop.n else -math.inf
         else:  # the last arm's drop is against the factual arm: its effect
             drop, drop_low = effect, eff_low
         draft.append(
@@ -210,9 +226,15 @@ def _verdict(p: PositionEstimate, locus: int | None) -> str:
 def _abstain(
     positions: list[PositionEstimate], alpha: float, min_effect: float
 ) -> tuple[str, int | None]:
-    with_data = [p for p in positions if p.fail.n > 0]
-    if not with_data:
+    if not any(p.fail.n > 0 for p in positions):
         return "no rollout could be scored: every arm errored or was unscorable", None
+    with_data = [p for p in positions if p.effect.n > 0]
+    if not with_data:
+        return (
+            "no replicate scored both the recorded run's replay and a re-decision, so no effect "
+            "could be paired; the scorer could not score most rollouts",
+            None,
+        )
     best = max(with_data, key=lambda p: (p.effect.estimate, p.position))
     gap = best.effect.estimate - min_effect
     if gap <= 0:
