@@ -18,7 +18,6 @@ budget is never exceeded and no row is cut short (a cut row would bias the estim
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ import numpy as np
 from car.errors import InputError
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Replay, RowRunner
+from car.replay import Replay, RowRunner, gather_all
 from car.report import Adaptive, Report
 from car.trace import Trace
 
@@ -121,7 +120,7 @@ async def run_adaptive(
             break
         jobs = [runner.row(row_arms, replicate + j) for j in range(rows)]
         replicate += rows
-        for out, cost in await asyncio.gather(*jobs):
+        for out, cost in await gather_all(jobs, limit=batch):
             spent += cost
             cells.append(out)
         arms, factual, state = decide(state, drops=False)

@@ -13,11 +13,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from car.estimators.contrastive import ContrastiveResult, Interval, estimate_con
 from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Replay, RowRunner
+from car.replay import Replay, RowRunner, gather_all
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["Progress", "blame", "blame_async"]
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -80,28 +78,6 @@ def _resolve_scorer(trace: Trace, scorer: str | Scorer | None) -> Scorer:
             "--scorer 'regex:PATTERN', --scorer path/to/scorer.py@name)"
         )
     return make_scorer(sc, trace) if isinstance(sc, str) else sc
-
-
-async def _gather_limited(
-    jobs: Sequence[Callable[[], Awaitable[T]]],
-    limit: int,
-    on_done: Callable[[], None],
-) -> list[T]:
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(job: Callable[[], Awaitable[T]]) -> T:
-        async with semaphore:
-            result = await job()
-        on_done()
-        return result
-
-    # Let every job finish before failing: a job left running would outlive the components'
-    # `aclose()` and could open a connection nobody closes.
-    results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return results  # type: ignore[return-value]
 
 
 def _validate_options(
@@ -215,8 +191,7 @@ async def blame_async(
         if exact:
             record.append(await rows.record_value())
             tick()
-        jobs = [partial(rows.row, row_arms, r, tick) for r in range(samples)]
-        observed = await _gather_limited(jobs, concurrency, lambda: None)
+        observed = await gather_all((rows.row(row_arms, r, tick) for r in range(samples)), concurrency)
         matches = await match_draws(replay, match_samples, concurrency, tick)
         arms, factual = rows.matrix([row for row, _ in observed], record)
         report = _report(
@@ -292,11 +267,15 @@ async def match_draws(
     signature equals the recorded action's. None when not measured (no draws, or the policy failed)."""
     trace = replay.trace
     decisions = trace.decision_steps
-    jobs: list[Callable[[], Awaitable[Action]]] = [
-        partial(replay.sample_recorded, step, j) for step in decisions for j in range(match_samples)
-    ]
+
+    async def draw(step: int, j: int) -> Action:
+        action = await replay.sample_recorded(step, j)
+        tick()
+        return action
+
     try:
-        actions = await _gather_limited(jobs, concurrency, tick)
+        draws = (draw(step, j) for step in decisions for j in range(match_samples))
+        actions = await gather_all(draws, concurrency)
     except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
         replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
         return None

@@ -13,10 +13,11 @@ every step they both draw at, whatever order or concurrency they run in.
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -25,9 +26,35 @@ from car.protocols import Decision, Environment, Mode, Policy, Scorer, Trajector
 from car.rng import EventKey
 from car.trace import Action, Step, Trace
 
-__all__ = ["Plan", "Replay", "Rollout", "RowRunner", "Status"]
+__all__ = ["Plan", "Replay", "Rollout", "RowRunner", "Status", "gather_all"]
 
 Status = Literal["ok", "error", "unscorable"]
+T = TypeVar("T")
+
+
+async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> list[T]:
+    """Await every job (at most `limit` at a time) and return their results in order.
+
+    On the first failure (or if the caller is cancelled) the other jobs are cancelled and awaited
+    before the exception propagates: no job outlives the call, so none is still making policy calls
+    after the components are closed.
+    """
+    gate = asyncio.Semaphore(limit) if limit is not None else None
+
+    async def one(job: Awaitable[T]) -> T:
+        if gate is None:
+            return await job
+        async with gate:
+            return await job
+
+    tasks = [asyncio.ensure_future(one(j)) for j in jobs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 @dataclass(frozen=True)

@@ -116,3 +116,32 @@ def test_rows_share_samples_across_arms() -> None:
     run = asyncio.run(run_adaptive(replay, budget=96, min_effect=0.0))
     observed = (~np.isnan(run.arms)).sum(axis=1)
     assert observed.sum() > run.rollouts  # more cells than rollouts: reuse
+
+
+def test_adaptive_rows_respect_the_concurrency() -> None:
+    """Looks grow geometrically; the rows in flight stay within --concurrency."""
+    from car.specs import make_policy
+
+    trace = record("planted-pivot", p=0.7)
+
+    class Probe:
+        def __init__(self) -> None:
+            self.inner = make_policy("sim:planted-pivot", trace)
+            self.spec = self.inner.spec
+            self.now = self.peak = 0
+
+        async def act(self, decision, key):  # type: ignore[no-untyped-def]
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            await asyncio.sleep(0)
+            self.now -= 1
+            return await self.inner.act(decision, key)
+
+    policy = Probe()
+    report = asyncio.run(
+        blame_adaptive_async(
+            trace, policy=policy, concurrency=3, budget=600, confidence=0.999, match_samples=0
+        )
+    )
+    assert report.adaptive is not None and report.adaptive.rows > 100
+    assert 1 < policy.peak <= 3

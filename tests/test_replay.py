@@ -13,6 +13,7 @@ import pytest
 
 from car import Action, Decision, EnvStep, EventKey, Plan, Replay, Trajectory, Turn
 from car.protocols import Environment, Mode, Policy
+from car.replay import gather_all
 from car.specs import make_env, make_policy, make_scorer
 from car.trace import Trace, load_trace, parse_trace
 from tests.conftest import TRACES
@@ -335,3 +336,41 @@ def test_resample_from_holds_exactly_the_earlier_decisions(step: int) -> None:
     assert Plan.hold_all(trace).first_change(trace) == len(trace.steps)
     forced_same = Plan.hold([]).with_forced(0, trace.steps[0].action)
     assert forced_same.first_change(trace) == 1
+
+
+def test_gather_all_returns_in_order_within_the_limit() -> None:
+    in_flight, peak = 0, 0
+
+    async def job(i: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.001 * (5 - i % 5))
+        in_flight -= 1
+        return i
+
+    assert asyncio.run(gather_all((job(i) for i in range(20)), limit=3)) == list(range(20))
+    assert peak == 3
+
+
+def test_gather_all_leaves_no_job_running_after_a_failure() -> None:
+    """A failed job cancels the others before the error propagates: none is left making calls
+    after the caller closes its components."""
+    finished: list[int] = []
+
+    async def job(i: int) -> int:
+        if i == 3:
+            raise RuntimeError("store write failed")
+        await asyncio.sleep(0.05)
+        finished.append(i)
+        return i
+
+    async def go() -> None:
+        with pytest.raises(RuntimeError, match="store write failed"):
+            await gather_all(job(i) for i in range(8))
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert others == []
+        await asyncio.sleep(0.1)
+
+    asyncio.run(go())
+    assert finished == []
