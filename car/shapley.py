@@ -44,7 +44,7 @@ from car.estimators.shapley import (
     estimate_walks,
     plan_walks,
 )
-from car.replay import Plan, Replay, Rollout
+from car.replay import Plan, Replay, Rollout, gather_all
 from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport
 from car.rng import EventKey
 from car.trace import Action, Trace
@@ -72,7 +72,8 @@ ShapleyMethod = Literal["exact", "permutation", "auto"]
 
 # Replicate ranges. Contrastive arms use 0..K-1 and match draws their own kind, so Shapley rollouts
 # live far above: replicate r of the exact method is EXACT_BASE + r, pair p of the walks WALK_BASE + p
-# (shared seeds), or base * 2^24 + fork number with fresh seeds.
+# (shared seeds); with fresh seeds a unit owns 2^24 replicates from base + unit * 2^24, one per
+# coalition mask (exact) or per walk and position (walks), so no key depends on the order rollouts ran.
 EXACT_BASE = 1 << 60
 WALK_BASE = 2 << 60
 _SLOT = 1 << 24
@@ -437,7 +438,7 @@ async def _play(
     async def start(first: int, count: int) -> None:
         unit = _replicate if exact else _pair
         jobs = (unit(game, u, v_all, shared_seeds) for u in range(first, first + count))
-        units.extend(await asyncio.gather(*jobs))
+        units.extend(await gather_all(jobs))
 
     started = await _rounds(spend, worst, target, fit, start)
     estimate = fit()
@@ -463,7 +464,6 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
     full = (1 << n) - 1
     order = sorted(range(n), key=lambda i: min(game.players[i].steps))
     base = EXACT_BASE + (r if shared_seeds else r * _SLOT)
-    fresh = iter(range(1, _SLOT))
     built: list[Rollout | None] = [None] * (1 << n)
     out = np.full(1 << n, np.nan)
     # Only with shared seeds is an earlier rollout a coalition's own run on the replicate. With fresh
@@ -490,7 +490,7 @@ async def _replicate(game: _Game, r: int, v_all: float | None, shared_seeds: boo
         held = game.held(mask)
         run = _own_run(game.replay, runs, held) if runs is not None else None
         if run is None:
-            rep = base if shared_seeds else base + next(fresh)
+            rep = base if shared_seeds else base + bits  # fresh seeds: one replicate per coalition
             run = await _add_player(game, parent, game.players[order[top]], held, rep)
             remember(run, held)
         built[bits], out[mask] = run, run.outcome
@@ -555,9 +555,8 @@ async def _pair(
     base = WALK_BASE + (p if shared_seeds else p * _SLOT)
     empty = await game.run(Plan.hold(game.held(0)), base)
     end = (await game.run(Plan.hold(game.held(full)), base)).outcome if v_all is None else v_all
-    fresh = iter(range(1, _SLOT)) if not shared_seeds else None
 
-    async def walk(order: np.ndarray) -> np.ndarray:
+    async def walk(w: int, order: np.ndarray) -> np.ndarray:
         vals = np.full(n + 1, np.nan)
         vals[0], vals[n] = empty.outcome, end
         current, mask = empty, 0
@@ -566,12 +565,14 @@ async def _pair(
                 break
             i = int(order[k])
             mask |= 1 << i
-            rep = base if fresh is None else base + next(fresh)
+            # Fresh seeds: a replicate per (walk, position), so neither walk's keys depend on which
+            # of the two ran first.
+            rep = base if shared_seeds else base + 1 + w * n + k
             current = await _add_player(game, current, game.players[i], game.held(mask), rep)
             vals[k + 1] = current.outcome
         return vals
 
-    a, b = await asyncio.gather(walk(orders[0]), walk(orders[1]))
+    a, b = await gather_all([walk(0, orders[0]), walk(1, orders[1])])
     return orders, np.stack([a, b])
 
 
