@@ -95,6 +95,15 @@ def _validate_options(
         raise InputError(f"--min-effect must be in [0, 1), got {min_effect}")
 
 
+def require_decisions(trace: Trace, path: str | None) -> None:
+    """Refuse a trace with nothing to attribute, before any component is built."""
+    if not trace.decision_steps:
+        raise InputError(
+            f"{path or trace.id}: no decision steps: no actor is an agent "
+            "(set $.actors[].kind to 'agent', or stochastic: true)"
+        )
+
+
 def prepare(
     trace: Trace | str | Path,
     policy: str | Policy | None,
@@ -114,11 +123,7 @@ def prepare(
         trace = load_any(trace)
     elif trace.source is not None:
         path = trace.source.path
-    if not trace.decision_steps:
-        raise InputError(
-            f"{path or trace.id}: no decision steps: no actor is an agent "
-            "(set $.actors[].kind to 'agent', or stochastic: true)"
-        )
+    require_decisions(trace, path)
     comps = _resolve(trace, policy, env, scorer)
     replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=seed)
     if runner is not None:
@@ -156,20 +161,18 @@ async def blame_async(
     _validate_options(samples, match_samples, concurrency, level, min_effect)
     _validate_shapley_options(method, shapley_method, budget, budget_calls, target_width)
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
-    decisions = trace.decision_steps
-    players_kind, shapley_players = precheck(
-        trace,
-        method=method,
-        players=players,
-        shapley_method=shapley_method,
-        budget=budget,
-        budget_calls=budget_calls,
-        v_known=comps.scorer.deterministic,
-        step_cap=replay.step_cap,
-    )
-
     try:
-        m = len(decisions)
+        players_kind, shapley_players = precheck(
+            trace,
+            method=method,
+            players=players,
+            shapley_method=shapley_method,
+            budget=budget,
+            budget_calls=budget_calls,
+            v_known=comps.scorer.deterministic,
+            step_cap=replay.step_cap,
+        )
+        m = len(trace.decision_steps)
         exact = comps.scorer.deterministic
         # One row per replicate r < samples: every step's arm (and the factual arm unless the scorer
         # is deterministic) on replicate r. A rollout that reproduced the record up to a later step's

@@ -364,12 +364,13 @@ async def attribute_one(
 
     `grant` asks the run-wide budget for an automatic Shapley run's rollouts and policy calls.
     """
-    from car.attribution import _resolve, blame_async
+    from car.attribution import _resolve, blame_async, require_decisions
 
     label = path or trace.id
     runner = runner.child(grant)
     policy_obj: object = None
     try:
+        require_decisions(trace, path or None)
         comps = _resolve(trace, options.policy, options.env, options.scorer)
         policy_obj = comps.policy
         if progress is not None:

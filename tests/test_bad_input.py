@@ -213,3 +213,36 @@ def test_stores_and_results_that_are_directories_or_binary(  # type: ignore[no-u
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("car: error: ") and expected in lines[0], r.err
     assert folder.is_dir()  # never deleted
+
+
+def test_components_are_closed_when_the_budget_is_refused() -> None:
+    """A Shapley budget that cannot pay is refused before any rollout; the policy's connections
+    are still closed, in a single call and in a batch."""
+    import car
+    from car.batch import BatchOptions, blame_many
+    from car.errors import BudgetError
+    from car.importers import load_any
+    from car.specs import make_policy
+
+    path = str(TRACES / "and.json")
+    trace = load_any(path)
+
+    class Closable:
+        def __init__(self) -> None:
+            self.inner = make_policy("sim:and", trace)
+            self.spec, self.closed = self.inner.spec, 0
+
+        async def act(self, decision, key):  # type: ignore[no-untyped-def]
+            return await self.inner.act(decision, key)
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    policy = Closable()
+    with pytest.raises(BudgetError, match="--budget 1 is too small"):
+        car.blame(trace, policy=policy, method="shapley", budget=1, samples=2)
+    assert policy.closed == 1
+    policy = Closable()
+    options = BatchOptions(policy=policy, method="shapley", budget=1, samples=2)
+    [result] = blame_many([path], options=options)
+    assert result.status == "input-error" and policy.closed == 1
