@@ -40,7 +40,7 @@ ROLLOUTS_PER_STEP = 32  # the default budget: this many rollouts per decision st
 
 __all__ = ["ROLLOUTS_PER_STEP", "AdaptiveRun", "blame_adaptive_async", "run_adaptive"]
 
-Stop = Literal["certified", "target-width", "budget"]
+Stop = Literal["certified", "target-width", "budget", "nothing-to-attribute"]
 
 
 @dataclass
@@ -92,7 +92,7 @@ async def run_adaptive(
             confidence=confidence,
             min_effect=min_effect,
         )
-        return AdaptiveRun(empty, fact, state, "budget", spent, 0)
+        return AdaptiveRun(empty, fact, state, "nothing-to-attribute", spent, 0)
 
     def decide(previous: LocusState | None, drops: bool) -> tuple[np.ndarray, np.ndarray, LocusState]:
         """The outcome matrices so far and the locus decided on them (drops: the final report's)."""
@@ -221,12 +221,13 @@ async def blame_adaptive_async(
             )
         elif certified:
             statement = f"certified at {confidence:.0%}: no step's effect exceeds {min_effect:.0%}"
+        elif run.stopped == "nothing-to-attribute":
+            statement = f"nothing to attribute: {report.abstained_reason}"
         else:
             why = {
                 "budget": f"the budget of {budget} rollouts ran out",
                 "target-width": f"every open step's interval half-width is at most {target_width}",
-                "certified": "",
-            }[run.stopped]
+            }.get(run.stopped, "")
             which = ", ".join(map(str, open_steps))
             plural = "steps" if len(open_steps) > 1 else "step"
             statement = (

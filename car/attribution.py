@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from car.errors import InputError
-from car.estimators.contrastive import ContrastiveResult, Interval, estimate_contrastive
+from car.estimators.contrastive import (
+    ContrastiveResult,
+    Interval,
+    estimate_contrastive,
+    factual_interval,
+)
 from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
@@ -450,15 +455,15 @@ def _report(
     if c.unscorable:
         notes.append(f"{c.unscorable} rollouts could not be scored (excluded)")
 
-    fact_est = (
-        Estimate(estimate=float(fact_ok[0]), low=float(fact_ok[0]), high=float(fact_ok[0]), n=1)
-        if result is not None and result.factual_exact
-        else (
-            _est(result.factual)
-            if result is not None
-            else Estimate(estimate=None, low=None, high=None, n=0)
-        )
-    )
+    # The record's own value, whether or not there was anything to attribute.
+    fact_exact = result.factual_exact if result is not None else comps.scorer.deterministic
+    if len(fact_ok) == 0:
+        fact_est = Estimate(estimate=None, low=None, high=None, n=0)
+    elif fact_exact:
+        v = float(fact_ok[0])
+        fact_est = Estimate(estimate=v, low=v, high=v, n=1)
+    else:
+        fact_est = _est(result.factual if result is not None else factual_interval(factual, level))
     report = Report(
         car_version=__version__,
         trace_id=trace.id,
@@ -475,7 +480,7 @@ def _report(
         largest_drop=largest,
         shared=shared,
         factual=fact_est,
-        factual_exact=bool(result.factual_exact) if result is not None else False,
+        factual_exact=bool(fact_exact and len(fact_ok) > 0),
         steps=steps,
         match_rate=overall,
         never_reproduced=never,

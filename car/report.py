@@ -126,7 +126,7 @@ class Adaptive(_Model):
     budget: int = Field(description="the rollout budget requested")
     rollouts: int = Field(description="rollouts run by the adaptive loop (match draws not included)")
     rows: int = Field(description="replicates observed")
-    stopped: Literal["certified", "target-width", "budget"]
+    stopped: Literal["certified", "target-width", "budget", "nothing-to-attribute"]
     open_steps: list[int] = Field(
         default_factory=list, description="steps whose verdict could still change the locus"
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
 import pytest
 
 import car
+from car.adaptive import blame_adaptive_async
 from car.estimators.contrastive import estimate_contrastive
 from car.sim import record
 from tests.conftest import TRACES
@@ -116,8 +118,18 @@ def test_abstains_when_no_step_matters() -> None:
 
 
 def test_scorer_that_says_no_failure_abstains() -> None:
+    """The report keeps the record's value (0) and every path names the same reason."""
     report = car.blame(str(TRACES / "pivot.json"), scorer="regex:^never$", **FAST)
     assert report.locus is None and "did not fail" in (report.abstained_reason or "")
+    assert report.factual.estimate == 0 and report.factual_exact
+    shapley = car.blame(str(TRACES / "pivot.json"), scorer="regex:^never$", method="shapley", **FAST)
+    assert shapley.factual.estimate == 0
+    assert "Shapley not run: the recorded run did not fail" in shapley.notes
+    adaptive = asyncio.run(
+        blame_adaptive_async(str(TRACES / "pivot.json"), scorer="regex:^never$", budget=50)
+    )
+    assert adaptive.adaptive is not None and adaptive.adaptive.stopped == "nothing-to-attribute"
+    assert adaptive.adaptive.statement.startswith("nothing to attribute: the scorer")
 
 
 def test_noisy_scorer_estimates_the_factual_arm_by_replay() -> None:

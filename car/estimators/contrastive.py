@@ -27,7 +27,13 @@ import numpy as np
 
 from car.stats import cp_upper, mid_p, paired_difference, t_upper, z_upper
 
-__all__ = ["ContrastiveResult", "Interval", "PositionEstimate", "estimate_contrastive"]
+__all__ = [
+    "ContrastiveResult",
+    "Interval",
+    "PositionEstimate",
+    "estimate_contrastive",
+    "factual_interval",
+]
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,12 @@ def _noise_scale(arms: np.ndarray, factual: np.ndarray) -> float:
         if len(x) > 1:
             largest = max(largest, float(np.abs(x - x.mean()).max()))
     return largest if largest > 0 else 1.0
+
+
+def factual_interval(factual: np.ndarray, level: float = 0.95) -> Interval:
+    """The factual arm's failure rate from its replays (NaN: not scored), on its own."""
+    x = factual[~np.isnan(factual)]
+    return _mean_interval(x, level, _noise_scale(np.empty((0, len(factual))), factual))
 
 
 def _upper_one_sided(x: np.ndarray, alpha: float, scale: float) -> float:
