@@ -1,7 +1,7 @@
 """Benchmark: rollouts each Shapley estimator needs to reach CAR's precision, side by side.
 
-    python bench/shapley.py                # the full run behind bench/RESULTS-shapley.md
-    python bench/shapley.py --quick        # a smoke run (few seeds)
+    python bench/shapley.py --car-runs 40 --runs 200 --calibrate 20   # bench/RESULTS-shapley.md
+    python bench/shapley.py --quick                                    # a smoke run (few seeds)
 
 For each planted model (AND, pivot: step players; research-team: agent players) it runs, through the
 real replay engine and the simulated scenarios:
