@@ -327,8 +327,12 @@ def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bo
 
 
 def result_key(report: Report) -> str:
-    """Identifies a stored report: same trace, components and options, same key."""
-    body = [
+    """Identifies a stored report: same trace, components and options, same key.
+
+    A Shapley run's players and budget and an adaptive run's settings are part of the analysis, so
+    two analyses of one trace that differ in them are stored side by side, not over each other.
+    """
+    body: list[Any] = [
         report.trace_hash,
         report.specs.model_dump(),
         report.seed,
@@ -338,6 +342,14 @@ def result_key(report: Report) -> str:
         report.min_effect,
         report.method,
     ]
+    if report.shapley is not None:
+        sh = report.shapley
+        players = sorted(p.steps for p in sh.players)
+        limits = [sh.budget_limit, sh.budget_calls_limit, sh.target_width, sh.level]
+        body.append(["shapley", sh.method, sh.players_kind, players, limits])
+    if report.adaptive is not None:
+        ad = report.adaptive
+        body.append(["adaptive", ad.confidence, ad.target_width, ad.budget])
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 

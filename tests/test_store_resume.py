@@ -240,6 +240,20 @@ def test_shards_partition_the_batch_and_merge_recombines(tmp_path: Path) -> None
         assert len(merged.results()) == len(whole)
 
 
+def test_different_analyses_of_one_trace_are_stored_side_by_side(tmp_path: Path) -> None:
+    """Shapley over steps and over agents, and an adaptive run: three results, none overwritten."""
+    trace = [str(TRACES / "research-team.json")]
+    with RolloutStore(tmp_path / "store.sqlite") as store:
+        for options in (
+            BatchOptions(samples=4, match_samples=0, method="shapley", players="steps", budget=200),
+            BatchOptions(samples=4, match_samples=0, method="shapley", players="agents", budget=200),
+            BatchOptions(match_samples=0, adaptive=True, budget=200),
+        ):
+            [result] = blame_many(trace, options=options, store=store)
+            assert result.status == "ok", result.error
+        assert len(store.results()) == 3
+
+
 SLOW_POLICY = """
 import asyncio
 from car.sim import make
