@@ -380,11 +380,11 @@ async def attribute_one(
 
     label = path or trace.id
     runner = runner.child(grant)
-    policy_obj: object = None
+    components: tuple[object, ...] = ()
     try:
         require_decisions(trace, path or None)
         comps = _resolve(trace, options.policy, options.env, options.scorer)
-        policy_obj = comps.policy
+        components = (comps.policy, comps.env, comps.scorer)
         if progress is not None:
             progress.trace_started(
                 label, estimate_trace(trace, options, comps.scorer.deterministic).rollouts
@@ -433,7 +433,7 @@ async def attribute_one(
         )
     result.fresh_rollouts = runner.stats.fresh
     result.stored_rollouts = runner.stats.stored
-    result.usage = usage_of(policy_obj)
+    result.usage = usage_of(*components)
     if options.prices and result.usage:
         result.cost = sum(
             result.usage.get(name, 0) * price / 1e6 for name, price in options.prices.items()

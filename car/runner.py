@@ -11,8 +11,9 @@ computed now or read from the store. The report's budget is therefore identical 
 uninterrupted run. What this process actually spent is in `RunnerStats.fresh` (rollouts and policy
 calls computed now) versus `RunnerStats.stored` (served from the store).
 
-Token usage is an optional protocol: a policy may expose `usage`, a mapping of cumulative token counts
-(`input_tokens`, `output_tokens`); the batch reads it after each trace.
+Token usage is an optional protocol: a policy, environment or scorer may expose `usage`, a mapping of
+cumulative token counts (`input_tokens`, `output_tokens`; the built-in model backends count what the
+server reports); the batch sums them after each trace.
 """
 
 from __future__ import annotations
@@ -64,12 +65,17 @@ def component_config(component: object) -> dict[str, Any]:
     return out
 
 
-def usage_of(policy: object) -> dict[str, int]:
-    """Token counters a policy reports through the optional `usage` attribute, else empty."""
-    usage = getattr(policy, "usage", None)
-    if not isinstance(usage, Mapping):
-        return {}
-    return {str(k): int(v) for k, v in usage.items() if isinstance(v, int | float)}
+def usage_of(*components: object) -> dict[str, int]:
+    """Token counters the components report through the optional `usage` attribute, summed by name
+    (the policy's calls, an LLM judge's, an LLM-simulated environment's); empty if none reports."""
+    total: dict[str, int] = {}
+    for component in components:
+        usage = getattr(component, "usage", None)
+        if isinstance(usage, Mapping):
+            for k, v in usage.items():
+                if isinstance(v, int | float):
+                    total[str(k)] = total.get(str(k), 0) + int(v)
+    return total
 
 
 class Limiter(Protocol):

@@ -282,3 +282,19 @@ def test_multi_agent_trace_each_actor_sees_its_own_view() -> None:
     for body in final_answers:  # the orchestrator's final turn sees the other agents by name
         named = {m["name"] for m in body["messages"] if m.get("name")}
         assert {"searcher", "extractor", "verifier"} <= named
+
+
+def test_token_usage_and_cost_come_from_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in backend sums the `usage` of every answer (1 + 1 tokens each from the loopback
+    server), so `--price` gives a cost per trace."""
+    from car.batch import BatchOptions, blame_many
+
+    opts = BatchOptions(
+        policy=POLICY, samples=4, match_samples=2, prices={"input_tokens": 2.0, "output_tokens": 10.0}
+    )
+    with _server() as server, configure(base_url=server.url):
+        [result] = blame_many([TRACE], options=opts)
+        answered = server.count("chat/completions")
+    assert result.status == "ok", result.error
+    assert answered > 0 and result.usage == {"input_tokens": answered, "output_tokens": answered}
+    assert result.cost == pytest.approx(answered * 12.0 / 1e6)

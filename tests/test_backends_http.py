@@ -121,3 +121,14 @@ def test_client_errors_fail_at_once() -> None:
         with pytest.raises(BackendError, match="HTTP 401"):
             _post(server, max_attempts=5)
         assert server.count() == 1
+
+
+def test_usage_counters_under_one_set_of_names() -> None:
+    from car.backends.http import Stats
+
+    stats = Stats()
+    stats.count_usage({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15})
+    stats.count_usage({"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 40})
+    stats.count_usage({"input_tokens": -1, "output_tokens": True, "prompt_tokens": "7"})
+    stats.count_usage(None)
+    assert stats.tokens == {"input_tokens": 17, "output_tokens": 5, "cache_read_input_tokens": 40}

@@ -54,6 +54,12 @@ class ServerPolicy:
             raise BackendError(f"{self.spec}: step {decision.step} records no model; name one")
         return model
 
+    @property
+    def usage(self) -> dict[str, int]:
+        """Tokens the server reported for this policy's requests (input_tokens, output_tokens, ...):
+        what `--price` turns into a cost."""
+        return dict(self.http.stats.tokens)
+
     async def aclose(self) -> None:
         await self.http.aclose()
 

@@ -42,6 +42,11 @@ class Completer:
         make = openai_backend if self.kind == "openai" else anthropic_backend
         self.http: HttpBackend = make(self.options, name=self.name)
 
+    @property
+    def usage(self) -> dict[str, int]:
+        """Tokens the server reported for these completions (what `--price` turns into a cost)."""
+        return dict(self.http.stats.tokens)
+
     async def __call__(self, system: str, user: str, key: EventKey, *, max_tokens: int = 512) -> str:
         opts = self.options
         if self.kind == "anthropic":

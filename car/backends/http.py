@@ -186,6 +186,18 @@ def limiter_for(base_url: str, maximum: int) -> AdaptiveLimiter:
     return lim
 
 
+# A response's `usage` counters under car's names: OpenAI's chat API says prompt/completion, the
+# Anthropic API input/output (and its prompt-cache counters, priced apart).
+_USAGE_NAMES = {
+    "prompt_tokens": "input_tokens",
+    "completion_tokens": "output_tokens",
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_creation_input_tokens": "cache_creation_input_tokens",
+    "cache_read_input_tokens": "cache_read_input_tokens",
+}
+
+
 @dataclass
 class Stats:
     requests: int = 0
@@ -193,9 +205,18 @@ class Stats:
     rate_limited: int = 0
     failures: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)  # summed `usage` of the answers
 
     def note(self, reason: str) -> None:
         self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def count_usage(self, usage: object) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for name, ours in _USAGE_NAMES.items():
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                self.tokens[ours] = self.tokens.get(ours, 0) + value
 
 
 class HttpBackend:
@@ -301,6 +322,7 @@ class HttpBackend:
                         else:
                             if isinstance(data, dict):
                                 self.limiter.succeeded()
+                                self.stats.count_usage(data.get("usage"))
                                 return data
                             last = f"HTTP {status} with JSON that is not an object: {text[:80]!r}"
                             self.stats.note("malformed")

@@ -179,5 +179,9 @@ class LLMJudge:
             out.append(summary)
         return out
 
+    @property
+    def usage(self) -> dict[str, int]:
+        return self.complete.usage
+
     async def aclose(self) -> None:
         await self.complete.aclose()

@@ -93,6 +93,10 @@ class LLMSimEnvironment(RecordedEnvironment):
             out.append(summary)
         return out
 
+    @property
+    def usage(self) -> dict[str, int]:
+        return self.complete.usage
+
     async def aclose(self) -> None:
         await self.complete.aclose()
 
