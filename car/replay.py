@@ -42,10 +42,14 @@ async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> 
     gate = asyncio.Semaphore(limit) if limit is not None else None
 
     async def one(job: Awaitable[T]) -> T:
-        if gate is None:
-            return await job
-        async with gate:
-            return await job
+        try:
+            if gate is None:
+                return await job
+            async with gate:
+                return await job
+        finally:
+            if asyncio.iscoroutine(job):
+                job.close()  # a no-op once it ran; a job cancelled before its turn never starts
 
     tasks = [asyncio.ensure_future(one(j)) for j in jobs]
     try:

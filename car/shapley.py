@@ -168,10 +168,8 @@ class _Spend:
     def room(self) -> int:
         """How many more rollouts fit, in the worst case for policy calls too."""
         rollouts, calls, *_ = self.used()
-        room = self.rollouts - rollouts
-        if self.calls is not None:
-            room = min(room, (self.calls - calls) // max(self.replay.step_cap, 1))
-        return max(room, 0)
+        left_calls = None if self.calls is None else self.calls - calls
+        return max(budget_room(self.rollouts - rollouts, left_calls, self.replay.step_cap), 0)
 
 
 @dataclass
@@ -314,17 +312,17 @@ def budget_room(budget: int, budget_calls: int | None, step_cap: int) -> int:
 def _budget_message(
     method: str, n: int, needed: int, budget: int, calls: int | None, step_cap: int
 ) -> str:
+    if method == "exact" and n > MAX_EXACT_PLAYERS:
+        return f"exact Shapley enumerates 2^{n} coalitions: at most {MAX_EXACT_PLAYERS} players"
     what = f"{needed} rollouts"
     if calls is not None:
         what += f" and up to {needed * step_cap} policy calls"
     limit = f"--budget {budget}" + (f" --budget-calls {calls}" if calls is not None else "")
     extra = (
         f" ({EXACT_MIN_REPLICATES} replicates of the 2^{n} coalitions, at worst)"
-        if method == "exact" and n <= MAX_EXACT_PLAYERS
+        if method == "exact"
         else ""
     )
-    if method == "exact" and n > MAX_EXACT_PLAYERS:
-        return f"exact Shapley enumerates 2^{n} coalitions: at most {MAX_EXACT_PLAYERS} players"
     return f"{method} Shapley over {n} players needs at least {what}{extra}; {limit} is too small"
 
 

@@ -16,12 +16,18 @@ __all__ = [
     "clopper_pearson",
     "cp_lower",
     "cp_upper",
+    "is_binary",
     "mid_p",
     "paired_difference",
     "t_upper",
     "tango",
     "z_upper",
 ]
+
+
+def is_binary(x: np.ndarray) -> bool:
+    """Every value is 0 or 1 (exact binomial methods apply)."""
+    return bool(np.all((x == 0) | (x == 1)))
 
 
 def z_upper(alpha: float) -> float:

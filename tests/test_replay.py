@@ -353,13 +353,14 @@ def test_gather_all_returns_in_order_within_the_limit() -> None:
     assert peak == 3
 
 
-def test_gather_all_leaves_no_job_running_after_a_failure() -> None:
+@pytest.mark.parametrize("limit", [None, 2])
+def test_gather_all_leaves_no_job_running_after_a_failure(limit: int | None) -> None:
     """A failed job cancels the others before the error propagates: none is left making calls
     after the caller closes its components."""
     finished: list[int] = []
 
     async def job(i: int) -> int:
-        if i == 3:
+        if i == 1:
             raise RuntimeError("store write failed")
         await asyncio.sleep(0.05)
         finished.append(i)
@@ -367,7 +368,7 @@ def test_gather_all_leaves_no_job_running_after_a_failure() -> None:
 
     async def go() -> None:
         with pytest.raises(RuntimeError, match="store write failed"):
-            await gather_all(job(i) for i in range(8))
+            await gather_all((job(i) for i in range(8)), limit)
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert others == []
         await asyncio.sleep(0.1)

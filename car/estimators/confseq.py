@@ -24,6 +24,8 @@ import math
 import numpy as np
 from scipy.special import betaln
 
+from car.stats import is_binary
+
 __all__ = [
     "bernoulli_cs",
     "bernoulli_log_evidence",
@@ -106,14 +108,10 @@ def betting_cs(x: np.ndarray, alpha: float, grid: int = 1000) -> tuple[float, fl
     return max(0.0, float(kept[0]) - step), min(1.0, float(kept[-1]) + step)
 
 
-def _binary(x: np.ndarray) -> bool:
-    return bool(np.all((x == 0) | (x == 1)))
-
-
 def mean_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:
     """Anytime-valid interval for the mean of `x` in [0, 1] (mixture CS when binary, else betting)."""
     x = np.asarray(x, dtype=float)
-    if _binary(x):
+    if is_binary(x):
         return bernoulli_cs(round(float(x.sum())), len(x), alpha)
     return betting_cs(x, alpha)
 

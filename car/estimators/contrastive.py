@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from car.stats import cp_upper, mid_p, paired_difference, t_upper, z_upper
+from car.stats import cp_upper, is_binary, mid_p, paired_difference, t_upper, z_upper
 
 __all__ = [
     "ContrastiveResult",
@@ -33,6 +33,7 @@ __all__ = [
     "PositionEstimate",
     "estimate_contrastive",
     "factual_interval",
+    "verdict_of",
 ]
 
 
@@ -71,16 +72,12 @@ class ContrastiveResult:
     alpha_adjusted: float
 
 
-def _binary(x: np.ndarray) -> bool:
-    return bool(np.all((x == 0) | (x == 1)))
-
-
 def _mean_interval(x: np.ndarray, level: float, scale: float) -> Interval:
     n = len(x)
     if n == 0:
         return Interval(math.nan, 0.0, 1.0, 0)
     mean = float(x.mean())
-    if _binary(x):
+    if is_binary(x):
         lo, hi = mid_p(round(float(x.sum())), n, level)
         return Interval(mean, lo, hi, n)
     half = _t_half(x, level, scale)
@@ -119,7 +116,7 @@ def _upper_one_sided(x: np.ndarray, alpha: float, scale: float) -> float:
     """Upper confidence bound for the mean of outcomes in [0, 1]."""
     if len(x) == 0:
         return 1.0
-    if _binary(x):
+    if is_binary(x):
         return cp_upper(round(float(x.sum())), len(x), alpha)
     return min(1.0, float(x.mean()) + _t_half(x, 1 - 2 * alpha, scale))
 
@@ -131,7 +128,7 @@ def _paired(a: np.ndarray, b: np.ndarray, level: float, scale: float) -> Interva
     n = len(a)
     if n == 0:
         return Interval(math.nan, -1.0, 1.0, 0)
-    if _binary(a) and _binary(b):
+    if is_binary(a) and is_binary(b):
         d, lo, hi = paired_difference(a, b, level)
         return Interval(d, lo, hi, n)
     diff = a - b
@@ -209,7 +206,7 @@ def estimate_contrastive(
     shared = tuple(p.position for p in draft if p.drop_significant)
     drops = [(p.drop.estimate, p.position) for p in draft if not math.isnan(p.drop.estimate)]
     largest = max(drops)[1] if drops and max(drops)[0] > 0 else None
-    positions = [replace(p, verdict=_verdict(p, locus)) for p in draft]
+    positions = [replace(p, verdict=verdict_of(p, locus)) for p in draft]
 
     reason, needed = (None, None) if locus is not None else _abstain(positions, alpha, min_effect)
     return ContrastiveResult(
@@ -227,7 +224,7 @@ def estimate_contrastive(
     )
 
 
-def _verdict(p: PositionEstimate, locus: int | None) -> str:
+def verdict_of(p: PositionEstimate, locus: int | None) -> str:
     if p.fail.n == 0:
         return "no data"
     if p.position == locus:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from car.estimators.shapley import plan_walks, walk_marginals
 from car.stats import z_upper
 
 __all__ = [
@@ -66,13 +67,7 @@ def paper_contrastive(
 
 def paper_shapley_plan(n: int, walks: int, rng: np.random.Generator) -> np.ndarray:
     """`walks` player orders (rounded up to even): random permutations, each followed by its reverse."""
-    pairs = (walks + 1) // 2
-    orders = np.empty((2 * pairs, n), dtype=int)
-    for i in range(pairs):
-        perm = rng.permutation(n)
-        orders[2 * i] = perm
-        orders[2 * i + 1] = perm[::-1]
-    return orders
+    return plan_walks(n, (walks + 1) // 2, rng)
 
 
 @dataclass(frozen=True)
@@ -93,10 +88,7 @@ def paper_shapley(orders: np.ndarray, values: np.ndarray, *, level: float = 0.95
     orders = np.asarray(orders)
     values = np.asarray(values, dtype=float)
     w, n = orders.shape
-    marginals = np.empty((w, n))
-    steps = np.diff(values, axis=1)
-    rows = np.arange(w)[:, None]
-    marginals[rows, orders] = steps
+    marginals = walk_marginals(orders, values)
     phi = marginals.mean(axis=0)
     se = marginals.std(axis=0, ddof=1) / np.sqrt(w) if w > 1 else np.full(n, np.inf)
     z = z_upper((1 - level) / 2)

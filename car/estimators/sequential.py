@@ -15,12 +15,12 @@ decided stays decided.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from car.estimators.confseq import difference_cs, mean_cs
-from car.estimators.contrastive import ContrastiveResult, Interval, PositionEstimate
+from car.estimators.contrastive import ContrastiveResult, Interval, PositionEstimate, verdict_of
 
 __all__ = ["LocusState", "locus_state"]
 
@@ -125,25 +125,7 @@ def locus_state(
     still_open = tuple(k for k in range(m) if k > latest and k not in below)
     locus = latest if latest >= 0 else None
     certified = not still_open
-    positions = tuple(
-        PositionEstimate(
-            p.position,
-            p.fail,
-            p.rescue,
-            p.effect,
-            p.drop,
-            p.effect_significant,
-            p.drop_significant,
-            "no data"
-            if p.fail.n == 0
-            else "locus"
-            if p.position == locus
-            else "contributing"
-            if p.drop_significant
-            else "not significant",
-        )
-        for p in draft
-    )
+    positions = tuple(replace(p, verdict=verdict_of(p, locus)) for p in draft)
     ranked = [(p.drop.estimate, p.position) for p in positions if not math.isnan(p.drop.estimate)]
     largest = max(ranked)[1] if ranked and max(ranked)[0] > 0 else None
     reason = None
