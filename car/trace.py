@@ -16,7 +16,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from car.errors import InputError
 from car.jsonfile import PathError, describe_validation_error, json_path, kind_of, read_json
@@ -100,7 +110,7 @@ class Observation(_Model):
 
     call_id: str | None = None
     content: str = ""
-    is_error: bool = False
+    is_error: StrictBool = False
 
 
 class Message(_Model):
@@ -117,10 +127,10 @@ class Sampling(_Model):
     """Sampling parameters recorded for a decision (only what was recorded is ever sent)."""
 
     model: str | None = None
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: StrictFloat | None = Field(default=None, ge=0)
+    top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
+    seed: StrictInt | None = None
+    max_tokens: StrictInt | None = Field(default=None, gt=0)
 
 
 class Actor(_Model):
@@ -131,7 +141,7 @@ class Actor(_Model):
     system_prompt: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     view: Literal["all", "own"] = "all"
-    stochastic: bool | None = None
+    stochastic: StrictBool | None = None
 
     @property
     def decides(self) -> bool:
@@ -142,7 +152,7 @@ class Actor(_Model):
 class Step(_Model):
     """One turn of one actor."""
 
-    index: int = Field(ge=0)
+    index: StrictInt = Field(ge=0)
     actor: str
     context: Literal["prefix"] | tuple[Message, ...] = "prefix"
     action: Action
@@ -155,8 +165,8 @@ class Step(_Model):
 class Outcome(_Model):
     """How the recorded run ended. `score` follows car's convention: 1 is the failure being debugged."""
 
-    failed: bool | None = None
-    score: float | None = Field(default=None, ge=0, le=1)
+    failed: StrictBool | None = None
+    score: StrictFloat | None = Field(default=None, ge=0, le=1)
     label: str | None = None
     detail: str | None = None
 

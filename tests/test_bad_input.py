@@ -63,6 +63,16 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
     "index-gap": (_edit(_set(["steps", 2, "index"], 5)), "$.steps[2].index: expected 2"),
     "index-negative": (_edit(_set(["steps", 0, "index"], -1)), "$.steps[0].index:"),
     "index-string": (_edit(_set(["steps", 1, "index"], "one")), "$.steps[1].index:"),
+    # Never coerced: "no" would become False, "1" would become 1.
+    "index-numeric-string": (
+        _edit(_set(["steps", 1, "index"], "1")),
+        "$.steps[1].index: expected an integer",
+    ),
+    "failed-string": (
+        _edit(_set(["outcome", "failed"], "no")),
+        '$.outcome.failed: expected true or false; got "no"',
+    ),
+    "score-string": (_edit(_set(["outcome", "score"], "0.5")), "$.outcome.score:"),
     "unknown-actor": (
         _edit(_set(["steps", 1, "actor"], "ghost")),
         "$.steps[1].actor: unknown actor 'ghost'",
