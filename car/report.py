@@ -10,10 +10,10 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from car.errors import InputError
-from car.jsonfile import describe_validation_error, read_json
+from car.jsonfile import PathError, describe_validation_error, read_json
 
 __all__ = [
     "REPORT_VERSION",
@@ -195,6 +195,29 @@ class Report(_Model):
 
     def step(self, index: int) -> StepReport:
         return self.steps[index]
+
+    @model_validator(mode="after")
+    def _steps_agree(self) -> Report:
+        """Every step a report names is one of its steps (a hand-edited file may say otherwise)."""
+        n = len(self.steps)
+        if n == 0:
+            raise PathError(("steps",), "a report has at least one step")
+        for i, s in enumerate(self.steps):
+            if s.index != i:
+                raise PathError(("steps", i, "index"), f"expected {i} (steps are in order)")
+        named: list[tuple[tuple[str | int, ...], int | None]] = [
+            (("locus",), self.locus),
+            (("largest_drop",), self.largest_drop),
+            *((("shared", i), k) for i, k in enumerate(self.shared)),
+            *((("never_reproduced", i), k) for i, k in enumerate(self.never_reproduced)),
+        ]
+        if self.shapley is not None:
+            for i, p in enumerate(self.shapley.players):
+                named += [(("shapley", "players", i, "steps", j), k) for j, k in enumerate(p.steps)]
+        for loc, k in named:
+            if k is not None and not 0 <= k < n:
+                raise PathError(loc, f"step {k} is not one of the report's {n} steps (0-{n - 1})")
+        return self
 
 
 def label_agreement(report: Report) -> tuple[bool | None, bool | None]:

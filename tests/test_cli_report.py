@@ -145,3 +145,24 @@ def test_missing_report_file(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 def test_load_report_round_trips(saved: Path) -> None:
     report = load_report(saved)
     assert report.locus == 1 and report.trace_path == str(TRACE)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ({"locus": 99}, "$.locus: step 99 is not one of the report's 4 steps (0-3)"),
+        ({"steps": []}, "$.steps: a report has at least one step"),
+        ({"shared": [1, -2]}, "$.shared[1]: step -2 is not one of"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["table", "html", "json"])
+def test_a_report_naming_steps_it_does_not_have_is_refused(
+    saved: Path, capsys: pytest.CaptureFixture[str], edit: dict[str, object], expected: str, fmt: str
+) -> None:
+    """A hand-edited report that names a step it lacks: one line, exit 2 (was a traceback)."""
+    doc = json.loads(saved.read_text())
+    doc.update(edit)
+    saved.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "report", str(saved), "--format", fmt, "-o", str(saved) + ".out")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and expected in err, err
