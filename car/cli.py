@@ -231,6 +231,7 @@ def blame(
         if (src := ctx.get_parameter_source(name)) is not None and src.name != "DEFAULT"
     }
     o = resolve(ctx.params, given)
+    _check_ranges(o, confidence)
     policy, env, scorer = o["policy"], o["env"], o["scorer"]
     samples, match_samples, seed = o["samples"], o["match_samples"], o["seed"]
     concurrency, level, min_effect = o["concurrency"], o["level"], o["min_effect"]
@@ -462,6 +463,27 @@ def report_cmd(
             f"{output}: cannot write the report ({exc.strerror}); printed it instead"
         ) from None
     _stderr().print(f"report written to {output}", highlight=False)
+
+
+def _check_ranges(values: dict[str, object], confidence: float) -> None:
+    """Option values out of range are usage errors before any work, whether or not this run uses
+    them (a typo in a CI command line should not pass silently)."""
+    from pydantic import ValidationError
+
+    from car.config import BACKEND_KEYS, Settings
+    from car.errors import InputError
+
+    if not 0.5 <= confidence < 1:
+        raise InputError(f"--confidence must be in [0.5, 1), got {confidence}")
+    # The attribution options have their own checks (and messages); these are the backends'.
+    given = {k: v for k, v in values.items() if k in BACKEND_KEYS and v is not None}
+    try:
+        Settings.model_validate(given)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        name = "--" + str(err["loc"][0]).replace("_", "-")
+        msg = str(err["msg"]).replace("Input should be", "must be")
+        raise InputError(f"{name} {msg}, got {err.get('input')!r}") from None
 
 
 def _check_html_destination(fmt: Format, output: Path | None) -> None:
