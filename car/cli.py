@@ -92,7 +92,9 @@ def blame(
     ctx: typer.Context,
     traces: Annotated[
         list[Path],
-        typer.Argument(help="Trace files, directories of traces, or globs.", show_default=False),
+        typer.Argument(
+            help="Trace files, directories of traces, or globs.", show_default=False, metavar="TRACE"
+        ),
     ],
     source_format: Annotated[
         str, typer.Option("--from", help="Format of the trace files (see `car import --help`).")
@@ -144,7 +146,12 @@ def blame(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
     report: Annotated[
         list[str] | None,
-        typer.Option("--report", help="Also write FORMAT=PATH (repeatable).", show_default=False),
+        typer.Option(
+            "--report",
+            help="Also write FORMAT=PATH (repeatable).",
+            show_default=False,
+            metavar="FORMAT=PATH",
+        ),
     ] = None,
     store: Annotated[
         Path | None, typer.Option(help="Rollout store file (default .car/store.sqlite).")
@@ -163,6 +170,7 @@ def blame(
         typer.Option(
             help="Gate: exit 1 if this actor, step index or 'any' is blamed (repeatable).",
             show_default=False,
+            metavar="WHO",
         ),
     ] = None,
     exit_zero: Annotated[
@@ -179,7 +187,11 @@ def blame(
     ] = None,
     price: Annotated[
         list[str] | None,
-        typer.Option(help="COUNTER=USD per million tokens, for a cost figure.", show_default=False),
+        typer.Option(
+            help="COUNTER=USD per million tokens, for a cost figure (repeatable).",
+            show_default=False,
+            metavar="COUNTER=USD",
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the estimate only.")] = False,
     shard: Annotated[str | None, typer.Option(help="Attribute only shard K/N of the traces.")] = None,
@@ -415,7 +427,7 @@ def cache_clear(
 @app.command()
 def merge(
     into: Annotated[Path, typer.Argument(help="The store to merge into (created if missing).")],
-    sources: Annotated[list[Path], typer.Argument(help="Shard stores to merge in.")],
+    sources: Annotated[list[Path], typer.Argument(help="Shard stores to merge in.", metavar="SHARD")],
 ) -> None:
     """Combine shard stores (from `car blame --shard K/N`) into one."""
     from car.store import RolloutStore
@@ -513,7 +525,8 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(exc, "ctx", None)
         name = getattr(ctx, "info_name", None)
         hint = f" (see 'car {name} --help')" if name and name != "car" else " (see 'car --help')"
-        _fail(CarError(f"{exc.format_message()}{hint}"), 2)  # type: ignore[attr-defined]
+        message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
+        _fail(CarError(f"{message}{hint}"), 2)
     except _ClickException as exc:
         _fail(CarError(exc.format_message()), 2)  # type: ignore[attr-defined]
     except CarError as exc:
