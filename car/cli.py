@@ -56,6 +56,8 @@ class SchemaName(StrEnum):
 
 
 _DEBUG = False
+# Every command takes --debug (main() reads it from the arguments before parsing).
+_DEBUG_OPTION = typer.Option("--debug", help="Show tracebacks.")
 
 
 def _stderr() -> Console:
@@ -201,7 +203,7 @@ def blame(
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: local).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress display.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
-    debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
     adaptive: Annotated[
         bool,
         typer.Option(
@@ -302,7 +304,7 @@ def blame(
 
 
 @app.command()
-def plugins() -> None:
+def plugins(debug: Annotated[bool, _DEBUG_OPTION] = False) -> None:
     """List the policies, environments and scorers available, and where each comes from."""
     from car.plugins import describe_plugins
 
@@ -320,6 +322,7 @@ def validate(
     source_format: Annotated[
         str, typer.Option("--from", help="Format of the file(s); default: sniffed per file.")
     ] = "auto",
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
     if trace.is_dir():
@@ -370,6 +373,7 @@ def import_(
         typer.Option("-o", "--output", help="Write the trace here (a directory for several runs)."),
     ] = None,
     item: Annotated[int | None, typer.Option(help="Import only this run (0-based).")] = None,
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Convert a foreign trace (chat log, OTLP spans, Inspect log, ...) into a car trace."""
     from car.importers.convert import write_imported
@@ -381,6 +385,7 @@ def import_(
 @app.command()
 def schema(
     name: Annotated[SchemaName, typer.Argument(help="Which schema.")] = SchemaName.trace,
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Print the JSON Schema of the trace (or report) format."""
     from car.report import Report
@@ -397,7 +402,10 @@ _STORE_OPTION = typer.Option("--store", help="Store file (default .car/store.sql
 
 
 @cache_app.command("info")
-def cache_info(store: Annotated[Path | None, _STORE_OPTION] = None) -> None:
+def cache_info(
+    store: Annotated[Path | None, _STORE_OPTION] = None,
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
+) -> None:
     """Show what the store holds."""
     from car.store import RolloutStore, default_store_path
 
@@ -415,6 +423,7 @@ def cache_info(store: Annotated[Path | None, _STORE_OPTION] = None) -> None:
 def cache_clear(
     store: Annotated[Path | None, _STORE_OPTION] = None,
     force: Annotated[bool, typer.Option("--force", help="Delete even a file car did not make.")] = False,
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Delete the store (every stored rollout and report)."""
     from car.store import clear_store, default_store_path
@@ -428,6 +437,7 @@ def cache_clear(
 def merge(
     into: Annotated[Path, typer.Argument(help="The store to merge into (created if missing).")],
     sources: Annotated[list[Path], typer.Argument(help="Shard stores to merge in.", metavar="SHARD")],
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Combine shard stores (from `car blame --shard K/N`) into one."""
     from car.store import RolloutStore
@@ -455,7 +465,7 @@ def report_cmd(
         Path | None,
         typer.Option(help="The trace, for the HTML timeline (default: the report's trace_path)."),
     ] = None,
-    debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+    debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Re-render saved results in any format, without new model calls."""
     global _DEBUG

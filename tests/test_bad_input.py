@@ -189,13 +189,14 @@ def test_bad_options_give_one_line_and_exit_2(run_cli, option: str, value: str, 
     assert "Traceback" not in r.err
 
 
-def test_debug_shows_the_traceback(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("command", ["blame", "validate", "import"])
+def test_debug_shows_the_traceback(run_cli, tmp_path: Path, command: str) -> None:  # type: ignore[no-untyped-def]
     from car.errors import InputError
 
     path = tmp_path / "bad.json"
     path.write_text("{", encoding="utf-8")
     with pytest.raises(InputError):
-        run_cli("blame", path, "--debug")
+        run_cli(command, path, "--debug")
 
 
 def test_missing_policy_is_explained(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
