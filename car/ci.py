@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,15 @@ from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
 from car.store import RolloutStore, default_store_path
 
-__all__ = ["BlameRequest", "open_store", "parse_prices", "parse_reports", "run_blame"]
+__all__ = [
+    "BlameRequest",
+    "open_store",
+    "parse_prices",
+    "parse_reports",
+    "prepare_output",
+    "run_blame",
+    "write_report",
+]
 
 
 def parse_reports(items: Sequence[str]) -> list[tuple[OutputFormat, Path]]:
@@ -94,17 +103,48 @@ class BlameRequest:
 
 
 def _is_batch(paths: Sequence[str]) -> bool:
-    return len(paths) != 1 or Path(paths[0]).is_dir() or any(c in paths[0] for c in "*?[")
+    # As in `expand_paths`: an existing file is that file, even when its name holds `[`, `*` or `?`.
+    p = Path(paths[0]) if len(paths) == 1 else None
+    return p is None or p.is_dir() or (any(c in paths[0] for c in "*?[") and not p.exists())
 
 
-def _write(path: Path, text: str) -> str | None:
-    """Write a report file; on failure say why (the caller prints the report instead)."""
+def _why(exc: OSError) -> str:
+    # mkdir(exist_ok=True) raises FileExistsError only when a file sits where a directory should be
+    if isinstance(exc, FileExistsError):
+        return f"{exc.filename} is not a directory"
+    return exc.strerror or str(exc)
+
+
+def prepare_output(path: Path) -> None:
+    """Make the missing parent directories of an output file; a path that cannot be a file is an
+    input error. Called before any work, so a mistyped `-o` costs no attribution."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the report ({_why(exc)})") from None
+    if path.is_dir():
+        raise InputError(f"{path}: cannot write the report (it is a directory; name a file)")
+
+
+def write_report(path: Path, text: str) -> None:
+    """Write an output file, making missing parent directories; one-line InputError on failure."""
+    prepare_output(path)
+    try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        return f"{path}: cannot write the report ({exc.strerror}); printed it instead"
-    return None
+        raise InputError(f"{path}: cannot write the report ({_why(exc)})") from None
+
+
+def _keep(text: str, path: Path) -> str:
+    """Save a report that could not go where asked, so the attribution already paid for is kept
+    (stdout may be a terminal, where an HTML page or a long JSON helps nobody)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix="car-report-", suffix=path.suffix)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        return f"could not save it elsewhere either ({_why(exc)})"
+    return f"saved it to {name} instead"
 
 
 def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
@@ -116,7 +156,16 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if not req.quiet:
             print(text, file=sys.stderr, flush=True)
 
+    if any(not p for p in req.paths):
+        raise InputError(
+            "TRACES: an empty path (''); name a trace file, a directory ('.' for this one) or a glob"
+        )
     batch = _is_batch(req.paths)
+    outputs = [(req.fmt, req.output), *req.reports]
+    if batch and any(fmt is OutputFormat.html for fmt, _ in outputs):
+        raise InputError(  # before any work, not after the whole batch has run
+            "--format html renders one trace's report; for a batch use markdown, junit or github"
+        )
     if req.options.gates.min_match_rate is not None and req.options.match_samples == 0:
         raise InputError("--min-match-rate needs match draws: set --match-samples above 0")
     if req.executor not in ("local", "ray"):
@@ -128,6 +177,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     if req.dry_run:
         out.write(estimate.line() + "\n")
         return EXIT_OK
+    for _, path in outputs:
+        if path is not None:
+            prepare_output(path)
     if batch or req.max_rollouts is not None or req.max_policy_calls is not None:
         say(estimate.line())
     if not planned:
@@ -139,10 +191,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     stream_stdout = req.fmt is OutputFormat.jsonl and req.output is None
     stream_files: list[IO[str]] = []
     try:
-        for fmt, path in [(req.fmt, req.output), *req.reports]:
+        for fmt, path in outputs:
             if fmt is OutputFormat.jsonl and path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                stream_files.append(path.open("w", encoding="utf-8"))
+                try:
+                    stream_files.append(path.open("w", encoding="utf-8"))
+                except OSError as exc:
+                    raise InputError(f"{path}: cannot write the report ({_why(exc)})") from None
 
         def on_result(result: TraceResult) -> None:
             line = jsonl_line(result)
@@ -186,7 +240,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             store.close()
 
     write_failed = False
-    for fmt, path in [(req.fmt, req.output), *req.reports]:
+    for fmt, path in outputs:
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             continue  # already streamed
         if (
@@ -198,13 +252,16 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if fmt is OutputFormat.table and path is None and not batch and _styled(results, out):
             continue
         text = render_output(fmt, results, batch=batch)
-        problem = _write(path, text) if path is not None else None
-        if path is None or problem is not None:
-            out.write(text)  # nothing computed is lost, whatever happens to the file
-        if problem is not None:
-            print(f"car: error: {problem}", file=sys.stderr)
+        if path is None:
+            out.write(text)
+            continue
+        try:
+            write_report(path, text)
+        except InputError as exc:
+            # Nothing computed is lost: the report goes to a file of its own, never to a terminal.
+            print(f"car: error: {exc}; {_keep(text, path)}", file=sys.stderr)
             write_failed = True
-        elif path is not None:
+        else:
             say(f"{fmt.value} report written to {path}")
     if len(results) < len(planned):
         say(f"stopped early (--fail-fast): {len(planned) - len(results)} traces not attributed")

@@ -93,7 +93,7 @@ def _root(
 def blame(
     ctx: typer.Context,
     traces: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
             help="Trace files, directories of traces, or globs.", show_default=False, metavar="TRACE"
         ),
@@ -256,7 +256,7 @@ def blame(
 
     _check_html_destination(fmt, output)
     request = BlameRequest(
-        paths=[str(t) for t in traces],
+        paths=list(traces),
         options=BatchOptions(
             policy=policy,
             env=env,
@@ -470,21 +470,15 @@ def report_cmd(
     """Re-render saved results in any format, without new model calls."""
     global _DEBUG
     _DEBUG = debug
-    from car.ci import rerender
+    from car.ci import rerender, write_report
 
     _check_html_destination(fmt, output)
     text = rerender(source, fmt, trace=trace)
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        sys.stdout.write(text)
-        raise CarError(
-            f"{output}: cannot write the report ({exc.strerror}); printed it instead"
-        ) from None
-    _stderr().print(f"report written to {output}", highlight=False)
+    write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
+    print(f"report written to {output}", file=sys.stderr)
 
 
 def _check_ranges(values: dict[str, object], confidence: float) -> None:

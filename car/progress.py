@@ -44,7 +44,7 @@ class RichBatchProgress:
     def __init__(self, console: Console, total_traces: int) -> None:
         self.console = console
         self.bar = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),  # trace labels are never markup
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),

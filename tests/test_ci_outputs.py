@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -544,14 +545,22 @@ def test_a_plugin_file_runs_once_for_a_whole_batch(work: Path) -> None:
     assert (work / "imports.log").read_text().splitlines() == ["imported"] * 2
 
 
-def test_unwritable_output_prints_the_report_instead(
-    work: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_an_output_that_cannot_be_a_file_is_refused_before_any_work(
+    work: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
     (work / "blocker").write_text("a file, not a directory")
-    code, out, err = run(["blame", PIVOT, *FAST, "--format", "json", "-o", "blocker/r.json"], capsys)
-    assert code == 2
-    Report.model_validate_json(out)
-    assert "blocker/r.json: cannot write the report" in err and "printed it instead" in err
+    out_file = f"blocker/r.{fmt}"
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", fmt, "-o", out_file], capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"car: error: {out_file}: cannot write the report (blocker is not a directory)"
+    ]
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", fmt, "-o", "."], capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "car: error: .: cannot write the report (it is a directory; name a file)"
+    ]
 
 
 def test_summary_shows_shapley_credit_when_the_contrastive_estimator_abstained() -> None:
@@ -606,3 +615,76 @@ def test_max_policy_calls_caps_an_automatic_shapley_run() -> None:
     assert "Shapley budget cut: --max-policy-calls left 300 of about 3000 policy calls" in report.notes
     assert report.shapley.budget_calls_limit == 300
     assert 0 < report.shapley.budget.policy_calls <= 300
+
+
+def test_a_file_whose_name_looks_like_a_glob_is_that_one_trace(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "br").mkdir()
+    for name in ("run[bold].json", "runb.json"):  # the pattern run[bold].json would match runb.json
+        (work / "br" / name).write_text(Path(PIVOT).read_text())
+    code, out, _ = run(["blame", "br/run[bold].json", *FAST, "--format", "json"], capsys)
+    assert code == 0
+    assert json.loads(out)["version"] == "car.report/v1"
+    code, out, _ = run(["blame", "br/run[bold].json", *FAST, "--format", "html", "-o", "x.html"], capsys)
+    assert code == 0
+    assert (work / "x.html").read_text().startswith("<!DOCTYPE html>")
+    # A pattern that names no existing file is still a glob.
+    code, out, _ = run(["blame", "br/run*.json", *FAST, "--format", "json"], capsys)
+    assert code == 0
+    assert [r["trace"] for r in json.loads(out)["records"]] == ["br/run[bold].json", "br/runb.json"]
+
+
+def test_an_empty_trace_path_is_a_usage_error(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`car blame ''` attributed every trace under the current directory."""
+    from car.ci import BlameRequest, run_blame
+    from car.errors import InputError
+
+    (work / "t.json").write_text(Path(PIVOT).read_text())
+    with pytest.raises(InputError, match=r"^TRACES: an empty path \(''\); name a trace file"):
+        run_blame(BlameRequest(paths=[""], options=BatchOptions(samples=4, match_samples=0)))
+    code, out, err = run(["blame", "", *FAST], capsys)
+    assert (code, out) == (2, "") and "an empty path" in err
+
+
+def test_html_for_a_batch_is_refused_before_any_work(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["blame", str(TRACES), *FAST, "--format", "html", "-o", "x.html"], capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "car: error: --format html renders one trace's report; for a batch use markdown, junit or github"
+    ]
+    assert not (work / "x.html").exists()
+
+
+def test_output_parent_directories_are_made(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(["blame", PIVOT, *FAST, "--format", "json", "-o", "new/dir/r.json"], capsys)
+    assert code == 0
+    Report.model_validate_json((work / "new" / "dir" / "r.json").read_text())
+
+
+def test_a_report_that_cannot_be_written_after_the_work_is_kept_in_a_file_of_its_own(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    (work / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(work / "tmp"))
+    write_text = Path.write_text
+
+    def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
+        if self.name == "r.html":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", "html", "-o", "out/r.html"], capsys)
+    assert code == 2
+    assert out == ""  # never an HTML page on stdout (it may be a terminal)
+    (saved,) = (work / "tmp").glob("car-report-*.html")
+    assert err.splitlines() == [
+        f"car: error: out/r.html: cannot write the report (No space left on device); "
+        f"saved it to {saved} instead"
+    ]
+    assert saved.read_text().startswith("<!DOCTYPE html>")

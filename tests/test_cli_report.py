@@ -166,3 +166,14 @@ def test_a_report_naming_steps_it_does_not_have_is_refused(
     code, out, err = run(capsys, "report", str(saved), "--format", fmt, "-o", str(saved) + ".out")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and expected in err, err
+
+
+def test_report_output_makes_missing_directories_and_refuses_a_directory(
+    saved: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = saved.parent / "new" / "dir" / "r.md"
+    code, out, err = run(capsys, "report", str(saved), "--format", "markdown", "-o", str(target))
+    assert (code, out) == (0, "") and target.read_text().startswith("#")
+    assert err.strip() == f"report written to {target}"
+    code, out, err = run(capsys, "report", str(saved), "-o", str(saved.parent))
+    assert (code, out) == (2, "") and "it is a directory; name a file" in err

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from car.errors import CarError
+from car.render import literal
 from car.trace import Trace
 
 __all__ = ["Row", "check_path", "render_rows", "trace_files"]
@@ -82,6 +83,7 @@ def render_rows(rows: list[Row], root: Path | None = None) -> str:
         ("warnings", "left"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    # File names and error text are the user's, never rich markup: `run[bold].json` stays as is.
     for r in rows:
         name = r.file
         if root is not None:
@@ -90,15 +92,15 @@ def render_rows(rows: list[Row], root: Path | None = None) -> str:
         if r.item is not None:
             name += f" #{r.item}"
         if r.error is not None:
-            table.add_row(name, "FAILED", "", "", "", r.error)
+            table.add_row(literal(name), "FAILED", "", "", "", literal(r.error))
         else:
             table.add_row(
-                name,
-                r.format or "",
+                literal(name),
+                literal(r.format or ""),
                 r.fidelity or "-",
                 str(r.steps),
                 str(r.actors),
-                ", ".join(r.warnings) or "-",
+                literal(", ".join(r.warnings) or "-"),
             )
     failed = sum(1 for r in rows if r.error is not None)
     files = len({r.file for r in rows})

@@ -1,7 +1,9 @@
 """`car import`: write the runs of a foreign file as `car.trace/v1` files.
 
 One run goes to `-o FILE` (or stdout); several go to `-o DIR`, one file per run, named after the trace
-id. An existing file is never half-written: each trace is written to a temporary name and renamed.
+id (an `-o` that is a file, or ends in `.json`, is refused for several runs). Missing parent
+directories are made. An existing file is never half-written: each trace is written to a temporary
+name and renamed.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ def _safe(name: str) -> str:
 def _write(path: Path, trace: Trace) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # as `car blame -o` does
         tmp.write_text(trace.to_json(), encoding="utf-8")
         os.replace(tmp, path)
+    except FileExistsError as exc:  # from mkdir: a file sits where a directory should be
+        raise InputError(f"{path}: cannot write the trace ({exc.filename} is not a directory)") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot write the trace ({exc.strerror})") from None
 
@@ -53,10 +58,12 @@ def write_imported(
             _write(output, traces[0])
             lines.append(f"wrote {output}")
         return lines
-    if output is None:
+    n = len(traces)
+    if output is None or (not output.is_dir() and (output.exists() or output.suffix.lower() == ".json")):
+        named = "" if output is None else f"-o {output} names a file; "
         raise InputError(
-            f"{file}: holds {len(traces)} runs; write them to a directory with -o DIR, or pick one "
-            "with --item N"
+            f"{file}: holds {n} runs; {named}write them to a directory with -o DIR, or pick one "
+            f"with --item N (0 to {n - 1})"
         )
     try:
         output.mkdir(parents=True, exist_ok=True)

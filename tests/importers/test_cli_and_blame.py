@@ -277,3 +277,49 @@ def test_a_labelled_log_shows_and_counts_the_label_agreement(tmp_path: Path) -> 
     # A trace without a label says nothing about labels.
     plain = car.blame(Path(__file__).resolve().parents[2] / "traces" / "pivot.json", samples=4)
     assert plain.labelled is None
+
+
+def test_validate_shows_file_names_and_errors_literally(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run[bold].json").write_text((fixtures / "responses.json").read_text())
+    (tmp_path / "bad[red].json").write_text('{"x":')
+    assert run(["validate", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines() if "].json" in line}
+    assert rows["bad[red].json"] == ["FAILED", f"{tmp_path / 'bad[red].json'}:"]
+    assert rows["run[bold].json"][0] == "openai-responses"
+
+
+def test_import_of_several_runs_refuses_a_file_for_o(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = fixtures / "tau_bench.json"
+    for target in (tmp_path / "out.json", tmp_path / "existing"):
+        if target.name == "existing":
+            target.write_text("keep me")
+        assert run(["import", str(src), "-o", str(target)]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"car: error: {src}: holds 2 runs; -o {target} names a file; write them to a directory "
+            "with -o DIR, or pick one with --item N (0 to 1)"
+        ]
+    assert not (tmp_path / "out.json").exists()
+    assert (tmp_path / "existing").read_text() == "keep me"
+    # --item picks one run, which -o FILE takes
+    assert run(["import", str(src), "--item", "1", "-o", str(tmp_path / "out.json")]) == 0
+    assert load_trace(tmp_path / "out.json").id == "tau-bench/tau_bench/task-4/trial-0"
+
+
+def test_import_makes_missing_parent_directories(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "new" / "dir" / "x.json"
+    assert run(["import", str(fixtures / "responses.json"), "-o", str(out)]) == 0
+    assert load_trace(out).version == "car.trace/v1"
+    (tmp_path / "blocker").write_text("a file")
+    bad = tmp_path / "blocker" / "x.json"
+    capsys.readouterr()
+    assert run(["import", str(fixtures / "responses.json"), "-o", str(bad)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"car: error: {bad}: cannot write the trace ({tmp_path / 'blocker'} is not a directory)"
+    ]
