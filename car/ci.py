@@ -6,6 +6,7 @@ Kept out of `car/cli.py` so the command's body stays a thin call and the logic i
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
 from car.store import RolloutStore, default_store_path
+from car.trace import Trace
 
 __all__ = [
     "BlameRequest",
@@ -65,11 +67,13 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
         try:
             price = float(value)
         except ValueError:
-            price = -1.0
-        if not sep or not name.strip() or price < 0:
+            price = math.nan
+        if not sep or not name.strip() or math.isnan(price):
             raise InputError(
                 f"--price {item!r}: expected COUNTER=USD_PER_MILLION, e.g. input_tokens=2.5"
             )
+        if price < 0 or math.isinf(price):
+            raise InputError(f"--price {item!r}: a price is a finite amount of 0 or more")
         prices[name.strip()] = price
     return prices
 
@@ -147,6 +151,20 @@ def _keep(text: str, path: Path) -> str:
     return f"saved it to {name} instead"
 
 
+def _check_blame_gate(names: Sequence[str], traces: Sequence[Trace]) -> None:
+    """A --fail-on-blame actor that no trace of the run has is a typo that would never trip."""
+    if not traces:
+        return
+    actors = {a.id for t in traces for a in t.actors}
+    for who in names:
+        if who != "any" and not who.isdigit() and who not in actors:
+            known = ", ".join(sorted(actors)[:10]) + (", ..." if len(actors) > 10 else "")
+            raise InputError(
+                f"--fail-on-blame {who!r}: no trace in this run has an actor of that id "
+                f"(actors: {known}); give an actor id, a step index or 'any'"
+            )
+
+
 def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     """Run `car blame` as the command line does; returns the exit code."""
     out = stdout or sys.stdout
@@ -173,6 +191,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     check_caps(req.max_rollouts, req.max_policy_calls)
 
     planned = plan_batch(req.paths, req.options, req.shard)
+    _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])
     estimate = total_estimate(planned)
     if req.dry_run:
         out.write(estimate.line() + "\n")

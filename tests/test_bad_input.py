@@ -177,6 +177,8 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
         ("--samples", "many", "Invalid value"),
         ("--format", "xml", "Invalid value"),
         ("--method", "nosuch", "Invalid value for '--method': 'nosuch' is not one of"),
+        ("--fail-on-blame", "nobody", "--fail-on-blame 'nobody': no trace in this run has an actor"),
+        ("--price", "input_tokens=-1", "a price is a finite amount of 0 or more"),
         ("--bogus", "1", "No such option"),
     ],
 )
