@@ -75,7 +75,7 @@ def test_exit_0_when_done(work: Path, capsys: pytest.CaptureFixture[str]) -> Non
         (["--fail-on-blame", "1"], 1),
         (["--fail-on-blame", "any"], 1),
         (["--fail-on-blame", "2"], 0),
-        (["--fail-on-blame", "nobody"], 0),
+        (["--fail-on-blame", "0"], 0),
         (["--fail-on-abstain"], 0),
     ],
 )
