@@ -53,10 +53,11 @@ MAX_ANNOTATIONS = 10  # GitHub shows at most 10 of each kind per step
 
 
 # -- shared pieces ------------------------------------------------------------------------------
-def _pct(e: Estimate | None) -> str:
+def _pct(e: Estimate | None, signed: bool = False) -> str:
     if e is None or e.estimate is None or e.low is None or e.high is None:
         return "-"
-    return f"{e.estimate:.0%} [{e.low:.0%}, {e.high:.0%}]"
+    f = "{:+.0%}" if signed else "{:.0%}"
+    return f"{f.format(e.estimate)} [{f.format(e.low)}, {f.format(e.high)}]"
 
 
 def _credited(r: Report) -> list[ShapleyPlayer]:
@@ -258,7 +259,7 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
             md(s.actor),
             md(s.action),
             _pct(s.rescue),
-            _pct(s.drop),
+            _pct(s.drop, signed=True),
             _pct(s.match_rate),
             s.verdict or "-",
         ]
