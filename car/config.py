@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
+from car.backends.options import base_url_problem
 from car.errors import InputError
 
 __all__ = ["BACKEND_KEYS", "ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
@@ -55,6 +57,14 @@ class Settings(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_url_problem(value)
+        if problem:
+            raise PydanticCustomError("base_url", problem)  # the message as is, no "Value error, "
+        return value
 
 
 KEYS = tuple(Settings.model_fields)

@@ -8,7 +8,9 @@
     anthropic:MODEL       policy: the Anthropic Messages API
     llm-sim:[B:]MODEL     environment: recorded observations, a model simulates unseen calls
     llm-judge:[B:]MODEL   scorer: a model judges (rubric, or extract-then-compare)
-    path/to/file.py@name  a Python object or factory in a file (runs that file's code)
+    path/to/file.py@name  a Python object or factory in a file (runs that file's code); only a spec
+                          whose text before its last `@` ends in `.py` names a file, so built-in
+                          arguments may hold `@` (`regex:refund@A-1`, `rubric=@rubric.txt`)
     NAME[:ARG]            an installed plugin from the entry-point group car.policies,
                           car.environments or car.scorers (the factory is called with ARG and the trace)
 
@@ -73,12 +75,19 @@ def _builtin_names(kind: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _names_file(spec: str) -> bool:
+    """Whether `spec` is `PATH.py@NAME` (or a `.py` path missing its `@NAME`)."""
+    return spec.rpartition("@")[0].endswith(".py") or spec.endswith(".py")
+
+
 def check_builtin(kind: str, spec: str) -> str | None:
     """Why `spec` is not an acceptable built-in spec for a trace file to name, or None if it is."""
-    if "@" in spec or spec.endswith(".py"):
-        return f"{spec!r} names code; a trace may name built-in components only (pass it with --{kind})"
     scheme = _scheme(spec)
     if scheme not in _BUILTIN[kind] and spec not in _BUILTIN[kind]:
+        if _names_file(spec):
+            return (
+                f"{spec!r} names code; a trace may name built-in components only (pass it with --{kind})"
+            )
         return f"unknown built-in {_WORD[kind]} {spec!r}{_suggest(kind, spec)}"
     if scheme == "sim:":
         from car.sim import SCENARIOS
@@ -91,7 +100,8 @@ def check_builtin(kind: str, spec: str) -> str | None:
 
 def _suggest(kind: str, spec: str) -> str:
     names = list(_builtin_names(kind)) + [ep.name for ep in entry_points(group=_GROUPS[kind])]
-    close = difflib.get_close_matches(spec, names, n=1, cutoff=0.6)
+    # Never suggest what the user typed (`tool-called:` is a known name, but incomplete).
+    close = difflib.get_close_matches(spec, [n for n in names if n != spec], n=1, cutoff=0.6)
     if close:
         return f"; did you mean {close[0]!r}?"
     shown = [n if not n.endswith(":") else n + "ARG" for n in names]
@@ -197,8 +207,6 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
     spec = spec.strip()
     if not spec:
         raise SpecError(f"empty {_WORD[kind]} spec")
-    if "@" in spec:
-        return _instantiate(kind, spec, _load_file_object(kind, spec), trace, None)
     scheme, _, arg = spec.partition(":")
     if scheme == "sim" and "sim:" in _BUILTIN[kind]:
         return sim.make(kind, arg, trace, spec)
@@ -211,9 +219,13 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
     if kind == "scorer":
         if spec == "recorded":
             return b.RecordedScorer(trace)
-        if scheme == "tool-called" and arg:
+        if scheme == "tool-called":
+            if not arg:
+                raise SpecError(f"scorer {spec!r} needs a tool name (tool-called:NAME)")
             return b.ToolCalledScorer(arg)
-        if scheme == "regex" and arg:
+        if scheme == "regex":
+            if not arg:
+                raise SpecError(f"scorer {spec!r} needs a pattern (regex:PATTERN)")
             return b.RegexScorer(arg)
     for ep in entry_points(group=_GROUPS[kind]):
         if ep.name == scheme:
@@ -224,6 +236,11 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
                     f"{_WORD[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
                 ) from exc
             return _instantiate(kind, spec, factory, trace, arg)
+    # Files last: a built-in's or an entry point's argument may contain `@` or even `.py@`.
+    if spec.endswith(".py"):
+        raise SpecError(f"{_WORD[kind]} {spec!r}: name the object in the file: {spec}@NAME")
+    if _names_file(spec):
+        return _instantiate(kind, spec, _load_file_object(kind, spec), trace, None)
     raise SpecError(f"unknown {_WORD[kind]} {spec!r}{_suggest(kind, spec)}")
 
 

@@ -219,3 +219,40 @@ def test_python_policy_plugin_example_runs(tmp_path: Path) -> None:
     )
     assert report.locus == 1
     assert report.budget.errored == 0
+
+
+def test_judge_rubric_may_come_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `rubric=@file.txt` is documented; the `@` must not make the spec a Python plugin file.
+    from car.specs import make_scorer
+    from car.trace import load_trace
+
+    monkeypatch.chdir(tmp_path)
+    Path("rubric.txt").write_text("FAIL if the refund was issued.", encoding="utf-8")
+    with configure(base_url="http://127.0.0.1:9/v1"):  # built only, never called
+        judge = make_scorer("llm-judge:openai:M?rubric=@rubric.txt", load_trace(TRACE))
+    assert judge.rubric == "FAIL if the refund was issued."  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        ("option", "--base-url"),
+        ("CAR_BASE_URL", "environment (CAR_*): base_url"),
+        ("OPENAI_BASE_URL", "OPENAI_BASE_URL 'notaurl'"),
+    ],
+)
+def test_malformed_base_url_is_a_usage_error(
+    where: str, named: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["blame", TRACE, "--policy", "openai:m", "--no-store"]
+    if where == "option":
+        args += ["--base-url", "notaurl"]
+    else:
+        monkeypatch.setenv(where, "notaurl")
+    monkeypatch.setenv("CAR_MAX_ATTEMPTS", "1")  # were it tried, fail quickly (exit 3)
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0] and "'notaurl'" in err[0]
+    assert "not an http:// or https:// URL" in err[0]

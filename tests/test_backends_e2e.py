@@ -298,3 +298,21 @@ def test_token_usage_and_cost_come_from_the_server(monkeypatch: pytest.MonkeyPat
     assert result.status == "ok", result.error
     assert answered > 0 and result.usage == {"input_tokens": answered, "output_tokens": answered}
     assert result.cost == pytest.approx(answered * 12.0 / 1e6)
+
+
+def test_unreachable_server_ends_the_run_with_one_line() -> None:
+    with LoopbackServer() as server:
+        dead = server.url  # nothing listens there once the server has stopped
+    env = {**os.environ, "CAR_MAX_ATTEMPTS": "3", "CAR_BACKOFF_BASE": "0.005"}
+    env.pop("OPENAI_BASE_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "car", *_blame("openai:x", dead, "--no-store")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 3
+    [line] = proc.stderr.strip().splitlines()  # one line: no "Task exception was never retrieved"
+    assert line.startswith("car: error:") and f"cannot reach {dead}" in line
+    assert ": 3 requests," in proc.stdout  # the probe's three attempts, then nothing was sent

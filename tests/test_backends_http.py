@@ -132,3 +132,42 @@ def test_usage_counters_under_one_set_of_names() -> None:
     stats.count_usage({"input_tokens": -1, "output_tokens": True, "prompt_tokens": "7"})
     stats.count_usage(None)
     assert stats.tokens == {"input_tokens": 17, "output_tokens": 5, "cache_read_input_tokens": 40}
+
+
+def _dead_url() -> str:
+    with LoopbackServer() as server:
+        return server.url  # nothing listens there once the server has stopped
+
+
+def test_a_server_that_never_answered_fails_fast_after_one_request() -> None:
+    async def main() -> tuple[str, str, int]:
+        http = HttpBackend("test", _dead_url(), {}, max_attempts=3, backoff_base=0.001)
+        body = {"model": "m", "messages": []}
+        with pytest.raises(BackendError) as first:
+            await http.post_json("chat/completions", body)
+        sent = http.stats.requests
+        with pytest.raises(BackendError) as second:
+            await http.post_json("chat/completions", body)
+        assert http.stats.requests == sent  # nothing more was sent
+        await http.aclose()
+        return str(first.value), str(second.value), sent
+
+    first, second, sent = asyncio.run(main())
+    assert sent == 3 and "cannot reach" in first and "no answer in 3 attempts" in first
+    assert second == first
+
+
+def test_a_server_that_answered_keeps_its_retries() -> None:
+    async def main() -> None:
+        body = {"model": "m", "messages": []}
+        with LoopbackServer() as server:
+            http = HttpBackend("test", server.url, {}, max_attempts=3, backoff_base=0.001)
+            await http.post_json("chat/completions", body)
+        for _ in range(2):  # the server went away mid-run: each request still retries
+            sent = http.stats.requests
+            with pytest.raises(BackendError, match="gave up after 3 attempts"):
+                await http.post_json("chat/completions", body)
+            assert http.stats.requests == sent + 3
+        await http.aclose()
+
+    asyncio.run(main())

@@ -334,3 +334,29 @@ def test_configure_is_scoped() -> None:
     with configure(base_url="http://x/v1", timeout=3.0):
         assert current().base_url == "http://x/v1" and current().timeout == 3.0
     assert current().base_url is None
+
+
+def test_a_failed_probe_whose_callers_were_cancelled_is_not_reported_unretrieved() -> None:
+    # `asyncio.shield` drops its link to the probe when the waiting caller is cancelled (a rollout
+    # ended by its batch); the probe's later failure must still count as read, or asyncio logs
+    # "Task exception was never retrieved" on stderr at exit.
+    import gc
+
+    with LoopbackServer() as server:
+        dead = server.url  # nothing listens there once the server has stopped
+    reported: list[str] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, ctx: reported.append(ctx["message"]))
+        http = make_http(BackendOptions(base_url=dead, max_attempts=2, backoff_base=0.01))
+        caller = asyncio.ensure_future(capabilities(http, "m"))
+        await asyncio.sleep(0.001)  # the probe is under way
+        caller.cancel()
+        probe = openai_backend._PROBES.pop((http.base_url, "m"))
+        await asyncio.wait([probe])
+        assert not probe.cancelled() and http.stats.failures == 1  # it failed (left unread here) ...
+        await http.aclose()
+
+    asyncio.run(main())
+    gc.collect()
+    assert reported == []  # ... and its failure was not reported as unread

@@ -197,3 +197,45 @@ def test_python_api_blame_and_module_entry_point() -> None:
 def test_help_works(run_cli) -> None:  # type: ignore[no-untyped-def]
     r = run_cli("blame", "--help")
     assert r.code == 0 and "--samples" in r.out
+
+
+def test_at_signs_in_builtin_spec_arguments_do_not_name_plugin_files() -> None:
+    # Only `PATH.py@NAME` names a file: patterns and Vertex-style model ids may contain `@`.
+    from car.backends.options import configure
+    from car.builtins import RegexScorer
+    from car.specs import check_builtin, make_policy, make_scorer
+    from car.trace import load_trace
+
+    trace = load_trace(TRACES / "support-refund.json")
+    scorer = make_scorer("regex:refund@A-1042", trace)
+    assert isinstance(scorer, RegexScorer) and scorer.pattern == "refund@A-1042"
+    with configure(base_url="http://127.0.0.1:9/v1"):  # built only, never called
+        policy = make_policy("openai:claude-3-5-sonnet@20240620", trace)
+    assert policy.model == "claude-3-5-sonnet@20240620"  # type: ignore[attr-defined]
+    # A trace file may name such built-ins, but still no code.
+    assert check_builtin("scorer", "regex:refund@A-1042") is None
+    assert check_builtin("policy", "openai:claude-3-5-sonnet@20240620") is None
+    assert "names code" in str(check_builtin("scorer", "evil.py@run"))
+
+
+def test_builtin_scorer_without_its_argument_says_what_is_missing(run_cli) -> None:  # type: ignore[no-untyped-def]
+    trace = TRACES / "support-refund.json"
+    for spec, needs in (
+        ("tool-called:", "needs a tool name (tool-called:NAME)"),
+        ("regex:", "needs a pattern (regex:PATTERN)"),
+    ):
+        r = run_cli("blame", trace, "--scorer", spec, "--no-store")
+        assert r.code == 2
+        assert needs in r.err and "did you mean" not in r.err
+
+
+def test_plugin_file_spec_mistakes_stay_clear(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text("policy = None\n", encoding="utf-8")
+    trace = TRACES / "support-refund.json"
+    r = run_cli("blame", trace, "--policy", plugin, "--no-store")
+    assert r.code == 2 and f"name the object in the file: {plugin}@NAME" in r.err
+    r = run_cli("blame", trace, "--policy", f"{plugin}@", "--no-store")
+    assert r.code == 2 and "'' is not a Python name (use FILE.py@NAME)" in r.err
+    r = run_cli("blame", trace, "--policy", tmp_path / "missing.py@policy", "--no-store")
+    assert r.code == 2 and "no such file" in r.err

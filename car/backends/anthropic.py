@@ -12,12 +12,11 @@ is dropped with a notice.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from car.backends.common import ServerPolicy, api_key, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions
+from car.backends.options import BackendOptions, server_url
 from car.backends.wire import action_from_anthropic, anthropic_messages, anthropic_tools
 from car.errors import BackendError
 from car.protocols import Decision
@@ -32,7 +31,7 @@ DEFAULT_MAX_TOKENS = 1024
 
 
 def anthropic_backend(opts: BackendOptions, *, name: str = "anthropic") -> HttpBackend:
-    base = opts.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_URL
+    base = server_url(opts, "ANTHROPIC_BASE_URL", ANTHROPIC_URL)
     key = api_key(opts, "ANTHROPIC_API_KEY", base_url=base, vendor_url=ANTHROPIC_URL, vendor="Anthropic")
     headers = {"anthropic-version": ANTHROPIC_VERSION}
     if key:

@@ -3,6 +3,10 @@
 - `post_json` retries 408, 409, 429, 5xx, connection errors, timeouts and unparseable bodies with
   exponential backoff and full jitter, honouring `retry-after-ms` and `Retry-After` (seconds or an
   HTTP date), bounded by `max_attempts` and a cap per wait. Any other status fails at once.
+- A server that has never answered is given up on: once one request has used all its attempts without
+  any HTTP response (connection refused, no route, nothing but timeouts) and no request ever got one,
+  every later request fails at once with the same one-line `BackendError` instead of retrying in turn.
+  A server that answered even once keeps its retries (a 503 or a timeout mid-run is transient).
 - `AdaptiveLimiter` is one limit per backend (base URL), shared by every rollout, judge and simulated
   environment that talks to that server: it halves on a 429 (once per congestion episode) and grows by
   one slot per `limit` successes, up to `max_concurrency`.
@@ -250,6 +254,8 @@ class HttpBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed_in: asyncio.AbstractEventLoop | None = None
         self._rng = random.Random()  # jitter only: it never touches results
+        self._answered = False  # any HTTP response so far, whatever its status
+        self._unreachable: str | None = None  # the error every request gets once given up on
 
     def __repr__(self) -> str:  # never show headers
         return f"HttpBackend({self.name!r}, {self.base_url!r})"
@@ -299,6 +305,9 @@ class HttpBackend:
         headers = {"content-type": "application/json"}
         last = "no attempt made"
         for attempt in range(self.max_attempts):
+            if self._unreachable is not None:
+                self.stats.failures += 1
+                raise BackendError(self._unreachable) from None
             retry_after: float | None = None
             async with self.limiter.slot() as epoch:
                 self.stats.requests += 1
@@ -312,6 +321,7 @@ class HttpBackend:
                     last = f"connection failed ({type(exc).__name__}: {exc})"
                     self.stats.note("connection")
                 else:
+                    self._answered = True
                     status = resp.status_code
                     if 200 <= status < 300:
                         try:
@@ -343,6 +353,13 @@ class HttpBackend:
                     backoff_delay(attempt, retry_after, self._rng, base=self.backoff_base)
                 )
         self.stats.failures += 1
+        if not self._answered:
+            tries = f"{self.max_attempts} attempt" + ("s" if self.max_attempts > 1 else "")
+            self._unreachable = self._redact(
+                f"{self.name}: cannot reach {self.base_url}: no answer in {tries} (last: {last}); "
+                "is the server running, and is the base URL right?"
+            )
+            raise BackendError(self._unreachable) from None
         raise BackendError(
             self._redact(f"{self.name}: {url}: gave up after {self.max_attempts} attempts; last: {last}")
         ) from None

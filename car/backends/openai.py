@@ -19,14 +19,13 @@ temperature and top_p may be sent together. How the k samples of a step are draw
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from car.backends.common import ServerPolicy, api_key, recorded_models, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions
+from car.backends.options import BackendOptions, server_url
 from car.backends.wire import action_from_openai, openai_messages, openai_tools
 from car.errors import BackendError
 from car.protocols import Decision
@@ -58,7 +57,7 @@ class Capabilities:
 
 
 def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend:
-    base = opts.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+    base = server_url(opts, "OPENAI_BASE_URL", OPENAI_URL)
     key = api_key(opts, "OPENAI_API_KEY", base_url=base, vendor_url=OPENAI_URL, vendor="OpenAI")
     headers = {"authorization": f"Bearer {key}"} if key else {}
     return HttpBackend(
@@ -140,6 +139,9 @@ async def capabilities(http: HttpBackend, model: str) -> Capabilities:
     task = _PROBES.get(key)
     if task is None or task.get_loop() is not asyncio.get_running_loop():
         task = _PROBES[key] = asyncio.ensure_future(probe(http, model))
+        # Callers cancelled while waiting (`shield`) leave nobody to read a failure: read it here, or
+        # asyncio logs "Task exception was never retrieved" at exit.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
     try:
         caps = await asyncio.shield(task)
     finally:

@@ -9,12 +9,16 @@ The command line and `car.config` set them with `configure`; library users can d
 from __future__ import annotations
 
 import contextlib
+import os
+import urllib.parse
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["BackendOptions", "configure", "current"]
+from car.errors import InputError
+
+__all__ = ["BackendOptions", "base_url_problem", "configure", "current", "server_url"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,30 @@ _OPTIONS: ContextVar[BackendOptions] = ContextVar("car_backend_options", default
 def current() -> BackendOptions:
     """The options in effect in this context."""
     return _OPTIONS.get()
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a model server's base URL, or None if it can."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a port that is not a number, or out of range
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        return "not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)"
+    return None
+
+
+def server_url(opts: BackendOptions, env_var: str, vendor_url: str) -> str:
+    """The base URL to use: `opts.base_url`, else the environment variable `env_var`, else the
+    vendor's. A malformed one is an `InputError` that names where it came from."""
+    url, source = (opts.base_url, "--base-url") if opts.base_url else (os.environ.get(env_var), env_var)
+    if not url:
+        return vendor_url
+    problem = base_url_problem(url)
+    if problem:
+        raise InputError(f"{source} {url!r}: {problem}")
+    return url
 
 
 @contextlib.contextmanager
