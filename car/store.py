@@ -214,7 +214,7 @@ class RolloutStore:
                 f"{self.path}: cannot open the store ({exc}); {_way_out(self.path)}"
             ) from None
         try:
-            self._init()
+            self._init_waiting()
         except _Foreign as exc:
             self._db.close()
             raise StoreError(
@@ -227,6 +227,18 @@ class RolloutStore:
                 f"{self.path}: not a usable car store ({exc}); {_way_out(self.path)}"
             ) from None
 
+    def _init_waiting(self) -> None:
+        """`_init`, waiting out another process that is creating the same store at this moment
+        (switching a new file to WAL takes a lock that the busy timeout does not always wait for)."""
+        for attempt in range(20):
+            try:
+                self._init()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 19:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
     def _init(self) -> None:
         db = self._db
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -236,17 +248,32 @@ class RolloutStore:
         # NORMAL in WAL mode survives a killed process (only an OS crash can lose the last commits).
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
+        # OR IGNORE: two processes creating one store may both find the version missing.
+        with db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (STORE_VERSION,))
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (str(time.time()),))
         row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
-        if row is None:
-            with db:
-                db.execute("INSERT INTO meta VALUES ('version', ?)", (STORE_VERSION,))
-                db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
-        elif row[0] != STORE_VERSION:
+        if row[0] != STORE_VERSION:
             raise sqlite3.DatabaseError(f"store version {row[0]!r}, this car reads {STORE_VERSION!r}")
+
+    @contextlib.contextmanager
+    def _intact(self, what: str | None = None) -> Iterator[None]:
+        """A file damaged past its header fails mid-query: one line naming the file, not a traceback
+        (a lock or I/O failure, `OperationalError`, is not damage and passes through)."""
+        try:
+            yield
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            where = what or str(self.path)
+            raise StoreError(f"{where}: the store is damaged ({exc}); {_way_out(self.path)}") from None
 
     # -- rollouts ------------------------------------------------------------------------------
     def get(self, ns: str, key: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)).fetchone()
+        with self._intact():
+            row = self._db.execute(
+                "SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)
+            ).fetchone()
         if row is None:
             return None
         try:
@@ -260,7 +287,7 @@ class RolloutStore:
     def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool:
         """Store one rollout; False if the key was already there (it is never stored twice)."""
         blob = zlib.compress(json.dumps(payload, separators=(",", ":")).encode())
-        with self._db:
+        with self._intact(), self._db:
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)",
                 (ns, key, trace_hash, kind, blob, time.time()),
@@ -270,9 +297,11 @@ class RolloutStore:
     def rows_for(self, trace_hash: str) -> dict[tuple[str, str], dict[str, Any]]:
         """Every stored row of one trace (what a remote worker needs to resume it)."""
         out = {}
-        for ns, key in self._db.execute(
-            "SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)
-        ).fetchall():
+        with self._intact():
+            keys = self._db.execute(
+                "SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)
+            ).fetchall()
+        for ns, key in keys:
             payload = self.get(ns, key)
             if payload is not None:
                 out[ns, key] = payload
@@ -284,23 +313,25 @@ class RolloutStore:
             sql, args = sql + " AND ns=?", [*args, ns]
         if kind is not None:
             sql, args = sql + " AND kind=?", [*args, kind]
-        return int(self._db.execute(sql, args).fetchone()[0])
+        with self._intact():
+            return int(self._db.execute(sql, args).fetchone()[0])
 
     # -- finished reports ----------------------------------------------------------------------
     def put_result(
         self, rkey: str, trace_id: str, trace_path: str | None, trace_hash: str, report: str
     ) -> None:
-        with self._db:
+        with self._intact(), self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
                 (rkey, trace_id, trace_path, trace_hash, report, time.time()),
             )
 
     def results(self) -> list[StoredResult]:
-        rows = self._db.execute(
-            "SELECT trace_id, trace_path, trace_hash, report, created FROM results "
-            "ORDER BY trace_path, trace_id, created"
-        ).fetchall()
+        with self._intact():
+            rows = self._db.execute(
+                "SELECT trace_id, trace_path, trace_hash, report, created FROM results "
+                "ORDER BY trace_path, trace_id, created"
+            ).fetchall()
         out = []
         for trace_id, trace_path, trace_hash, report, created in rows:
             try:
@@ -314,9 +345,12 @@ class RolloutStore:
 
     # -- maintenance ---------------------------------------------------------------------------
     def info(self) -> StoreInfo:
-        by_kind = dict(self._db.execute("SELECT kind, COUNT(*) FROM rollouts GROUP BY kind").fetchall())
-        traces = self._db.execute("SELECT COUNT(DISTINCT trace_hash) FROM rollouts").fetchone()[0]
-        results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        with self._intact():
+            by_kind = dict(
+                self._db.execute("SELECT kind, COUNT(*) FROM rollouts GROUP BY kind").fetchall()
+            )
+            traces = self._db.execute("SELECT COUNT(DISTINCT trace_hash) FROM rollouts").fetchone()[0]
+            results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
         size = sum(
             p.stat().st_size
             for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
@@ -329,7 +363,7 @@ class RolloutStore:
         src = RolloutStore(other, create=False)
         try:
             added = skipped = 0
-            with self._db:
+            with self._intact(f"{other} (merging into {self.path})"), self._db:
                 for row in src._db.execute("SELECT * FROM rollouts"):
                     cur = self._db.execute(
                         "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)", row

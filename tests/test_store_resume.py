@@ -192,6 +192,42 @@ def test_corrupted_and_foreign_stores_give_one_line_and_the_way_out(
     assert code == 2 and "Traceback" not in capsys.readouterr().err
 
 
+def test_a_store_damaged_past_its_header_gives_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Opening works (the schema pages are intact); the damage shows mid-query."""
+    path = tmp_path / "s.sqlite"
+    with RolloutStore(path) as store:
+        blame_many([TRACES], options=BatchOptions(samples=8, match_samples=2), store=store)
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) * 2 // 3, len(data), 4096):
+        data[offset : offset + 512] = b"\x5a" * 512
+    path.write_bytes(bytes(data))
+    for argv in (["cache", "info", "--store", str(path)], ["report", str(path)]):
+        code = _run_main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert str(path) in err and "damaged" in err and "car cache clear" in err
+
+
+def _open_new_store(path: str) -> str:
+    try:
+        RolloutStore(path).close()
+    except StoreError as exc:
+        return str(exc)
+    return ""
+
+
+def test_processes_creating_one_store_at_once_all_succeed(tmp_path: Path) -> None:
+    """CI shards pointed at one new store path: none is told to delete a healthy store."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(8) as pool:
+        for attempt in range(25):
+            path = str(tmp_path / f"new{attempt}.sqlite")
+            assert list(pool.map(_open_new_store, [path] * 8)) == [""] * 8
+
+
 def test_damaged_payload_is_a_clear_error(tmp_path: Path) -> None:
     path = TRACES / "pivot.json"
     store_path = tmp_path / "s.sqlite"
