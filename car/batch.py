@@ -181,6 +181,7 @@ class TraceResult:
     gates: list[str] = field(default_factory=list)
     fresh_rollouts: int = 0
     stored_rollouts: int = 0
+    fresh_policy_calls: int = 0  # what the budget guard charges when there is no report
     usage: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
 
@@ -238,10 +239,13 @@ class WorkEstimate:
 class BudgetGuard:
     """The run-wide budget: a trace starts only if its estimate fits in what is left.
 
-    Estimates are reserved when a trace starts and settled at what its report says it used, so
-    traces running at the same time cannot together overshoot by more than the estimates' error.
-    Work an estimate leaves out (an automatic Shapley run) is granted while the trace runs, as much
-    of it as the caps leave. Reservations are keyed by the trace's place in the batch.
+    Estimates are reserved when a trace starts and settled at what it used (its report's budget, or
+    the rollouts and policy calls it ran before failing), so traces running at the same time cannot
+    together overshoot by more than the estimates' error. A trace whose estimate does not fit waits
+    while others hold reservations (they usually use less than their estimate, and a failed trace
+    returns what it did not use) and is skipped only when nothing running could free room. Work an
+    estimate leaves out (an automatic Shapley run) is granted while the trace runs, as much of it as
+    the caps leave. Reservations are keyed by the trace's place in the batch.
     """
 
     max_rollouts: int | None = None
@@ -249,9 +253,19 @@ class BudgetGuard:
     rollouts: int = 0
     policy_calls: int = 0
     held: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def acquire(self, key: int, est: WorkEstimate | None) -> str | None:
+        """Reserve the trace's estimate once it fits; or the reason it cannot (nothing reserved)."""
+        while True:
+            reason = self.reserve(key, est)
+            if reason is None or not self.held:
+                return reason
+            settled = self._settled
+            await settled.wait()
 
     def reserve(self, key: int, est: WorkEstimate | None) -> str | None:
-        """Reserve the trace's estimate; or the reason it does not fit (nothing reserved)."""
+        """Reserve the trace's estimate now; or the reason it does not fit (nothing reserved)."""
         need_r = est.rollouts if est is not None else 0
         need_c = est.policy_calls if est is not None else 0
         if self.max_rollouts is not None and self.rollouts + need_r > self.max_rollouts:
@@ -275,13 +289,17 @@ class BudgetGuard:
         self._hold(key, rollouts, policy_calls)
         return rollouts, policy_calls
 
-    def settle(self, key: int, report: Report | None) -> None:
-        """Replace the trace's reservation by what its report used (kept when there is no report)."""
-        if report is None or key not in self.held:
-            return
-        r, c = self.held.pop(key)
-        self.rollouts += report.budget.rollouts - r
-        self.policy_calls += report.budget.policy_calls - c
+    def settle(self, key: int, result: TraceResult) -> None:
+        """Replace the trace's reservation by what it used, and wake the traces waiting for room."""
+        if key in self.held:
+            r, c = self.held.pop(key)
+            report = result.report
+            used_r = report.budget.rollouts if report else result.fresh_rollouts + result.stored_rollouts
+            used_c = report.budget.policy_calls if report else result.fresh_policy_calls
+            self.rollouts += used_r - r
+            self.policy_calls += used_c - c
+        self._settled.set()
+        self._settled = asyncio.Event()
 
     def _hold(self, key: int, rollouts: int, policy_calls: int) -> None:
         r, c = self.held.get(key, (0, 0))
@@ -433,6 +451,7 @@ async def attribute_one(
         )
     result.fresh_rollouts = runner.stats.fresh
     result.stored_rollouts = runner.stats.stored
+    result.fresh_policy_calls = runner.stats.fresh_policy_calls
     result.usage = usage_of(*components)
     if options.prices and result.usage:
         result.cost = sum(
@@ -556,7 +575,7 @@ async def blame_many_async(
             if item.trace is None:
                 finish(i, TraceResult(item.path, None, "input-error", error=item.error))
                 return
-            skip = budget.reserve(i, item.estimate)
+            skip = await budget.acquire(i, item.estimate)
             if skip is not None:
                 finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
                 return
@@ -565,7 +584,7 @@ async def blame_many_async(
                 return budget.grant(i, rollouts, policy_calls)
 
             result = await attribute_one(item.path, item.trace, opts, runner, progress, grant)
-            budget.settle(i, result.report)
+            budget.settle(i, result)
             finish(i, result)
 
     tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(work)]

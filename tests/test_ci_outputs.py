@@ -688,3 +688,19 @@ def test_a_report_that_cannot_be_written_after_the_work_is_kept_in_a_file_of_its
         f"saved it to {saved} instead"
     ]
     assert saved.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_trace_that_fails_returns_its_reservation(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three traces of 13 estimated rollouts each under a cap of 30: the one that fails at once (no
+    policy to replay with) frees its share, so the other two both run (one was skipped before)."""
+    doc = json.loads(Path(PIVOT).read_text())
+    del doc["replay"]
+    doc["id"] = "no-policy"
+    (work / "no-policy.json").write_text(json.dumps(doc))
+    args = ["blame", "no-policy.json", PIVOT, str(TRACES / "and.json"), *FAST, "--format", "jsonl"]
+    code, out, _ = run([*args, "--max-rollouts", "30"], capsys)
+    assert code == 2  # the input error is the worst outcome
+    statuses = {r["trace_id"]: r["status"] for r in map(json.loads, out.splitlines())}
+    assert statuses == {"no-policy": "input-error", "pivot-0": "ok", "and-0": "ok"}, statuses

@@ -180,7 +180,7 @@ def run_ray(
             if store is not None:
                 for ns, key, trace_hash, kind, payload in added:
                     store.put(ns, key, trace_hash, kind, payload)
-            ray.get(guard.settle.remote(i, result.report))
+            ray.get(guard.settle.remote(i, result))
             finish(i, result)
             if fail_fast and result.status != "ok":
                 for ref in pending:
