@@ -3,12 +3,15 @@
 `{system?, messages: [{role: user|assistant, content: str | [blocks]}], tools?, model?, ...}`, a bare
 message list, or a JSON array / JSON Lines of such requests. Blocks: `text`; `tool_use {id, name,
 input}` (arguments are an object: there is no raw string to keep); `tool_result {tool_use_id, content,
-is_error}` becomes an observation of the step that made the call; `thinking` is kept in step metadata;
-images and documents are not imported (a warning says so).
+is_error}` becomes an observation of the step that made the call; `server_tool_use` / `mcp_tool_use`
+are calls too, answered inside the same turn by `*_tool_result {tool_use_id, content}` blocks (their
+content kept as text, or as JSON when it is not text); `thinking` is kept in step metadata; images and
+documents are not imported, nor are block types car does not know (a warning names them).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +73,10 @@ class AnthropicMessages:
             return True
         if isinstance(data, list) and data and all(isinstance(m, dict) for m in data[:50]):
             if all(m.get("role") in ("user", "assistant") for m in data[:200]):
-                return any(b.get("type") in _ANTHROPIC_BLOCKS for b in _blocks(data))
+                # `stop_reason`: an assistant turn saved as the whole API response object.
+                return any("stop_reason" in m for m in data[:200]) or any(
+                    b.get("type") in _ANTHROPIC_BLOCKS for b in _blocks(data)
+                )
             return all(_is_request(r) for r in data[:20])
         return False
 
@@ -125,12 +131,22 @@ class AnthropicMessages:
         texts: list[str] = []
         calls: list[ToolCall] = []
         thinking: list[str] = []
+        results: list[tuple[str, str, bool]] = []  # server tools run inside the turn
         for j, raw in enumerate(blocks):
             blk = (at / j).obj(raw, "a content block {type, ...}")
             kind = (at / j / "type").string(blk.get("type"), "a block type")
             if kind == "text":
                 texts.append((at / j / "text").string(blk.get("text", "")))
-            elif kind in ("tool_use", "server_tool_use"):
+            elif kind.endswith("_tool_result"):
+                # web_search_tool_result, code_execution_tool_result, mcp_tool_result, ...: the
+                # result of a server_tool_use call of this same turn.
+                call_id = (at / j / "tool_use_id").string(blk.get("tool_use_id"), "the tool_use id")
+                content = blk.get("content")
+                error = blk.get("is_error") is True or (
+                    isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+                )
+                results.append((call_id, _result_text(content, at / j / "content"), error))
+            elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
                 name = (at / j / "name").string(blk.get("name"), "the tool name")
                 if not name:
                     (at / j / "name").fail("a non-empty tool name", name)
@@ -145,8 +161,13 @@ class AnthropicMessages:
                 b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
             elif kind in _ATTACHMENTS:
                 b.warn("attachments-unresolved", "images or documents were not imported (text only)")
+            else:
+                _skipped(b, kind)
         meta = {"thinking": "\n".join(thinking)} if thinking else None
         b.step("assistant", "\n".join(texts), calls, sampling=sampling, metadata=meta)
+        for call_id, content, error in results:
+            if not b.observe(call_id, content, is_error=error):
+                b.observe_orphan(call_id, content, is_error=error)
 
     def _user(self, b: Builder, blocks: list[Any], at: At) -> None:
         texts: list[str] = []
@@ -169,6 +190,24 @@ class AnthropicMessages:
                 b.warn("attachments-unresolved", "images or documents were not imported (text only)")
             elif kind in _COMPACTION:
                 b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
+            else:
+                _skipped(b, kind)
         if texts:
             b.actor("user", "user")
             b.step("user", "\n".join(texts))
+
+
+def _skipped(b: Builder, kind: str) -> None:
+    b.warn("items-skipped", f"content blocks of type {kind!r} were not imported")
+
+
+def _result_text(content: Any, at: At) -> str:
+    """A server tool's result as text: text blocks joined, anything else (search results, an error
+    object) as its JSON, so nothing is lost."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" for p in content
+    ):
+        return text_of(content, at)
+    return json.dumps(content, ensure_ascii=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 Kind = Literal["json", "jsonl", "zip", "other"]
+
+ENVIRONMENT = "environment"  # the tool actor that owns results recorded before any turn
 
 
 @dataclass
@@ -94,7 +97,8 @@ def read_document(path: str | Path) -> Document:
         return Document(source, raw, "other", problem=f"invalid JSON: {exc}")
     items: list[Any] = []
     numbers: list[int] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    # Only "\n" ends a JSON Lines record: U+2028, U+0085 and friends may sit raw inside a string.
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -208,7 +212,7 @@ def text_of(value: Any, at: At) -> str:
             if isinstance(part, str):
                 out.append(part)
             elif isinstance(part, dict):
-                for key in ("text", "content"):
+                for key in ("text", "content", "refusal"):
                     if isinstance(part.get(key), str):
                         out.append(part[key])
                         break
@@ -221,6 +225,9 @@ def text_of(value: Any, at: At) -> str:
 
 
 _SAMPLING_KEYS = ("model", "temperature", "top_p", "seed", "max_tokens")
+# Newer OpenAI APIs name the output-token limit differently (Chat: max_completion_tokens; Responses:
+# max_output_tokens); it is the same limit.
+_MAX_TOKENS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
 def sampling_from(values: dict[str, Any]) -> tuple[Sampling | None, list[str]]:
@@ -228,7 +235,10 @@ def sampling_from(values: dict[str, Any]) -> tuple[Sampling | None, list[str]]:
     kept: dict[str, Any] = {}
     dropped: list[str] = []
     for key in _SAMPLING_KEYS:
-        v = values.get(key)
+        if key == "max_tokens":
+            v = next((values[k] for k in _MAX_TOKENS if values.get(k) is not None), None)
+        else:
+            v = values.get(key)
         if v is None:
             continue
         if isinstance(v, str) and key != "model":
@@ -271,6 +281,7 @@ class Builder:
         self._actors: dict[str, dict[str, Any]] = {}
         self._steps: list[dict[str, Any]] = []
         self._call_step: dict[str, int] = {}
+        self._same_id: dict[tuple[int, str], list[str]] = {}  # (step, recorded id) -> ids it got
         self._warnings: dict[str, str] = {}
 
     # -- actors and steps -------------------------------------------------------------------------
@@ -292,6 +303,13 @@ class Builder:
             a["stochastic"] = stochastic
         return actor_id
 
+    def add_system_prompt(self, actor_id: str, text: str) -> None:
+        """Add one more leading system message to the actor's prompt: several are joined by a blank
+        line, so none is lost."""
+        a = self._actors.setdefault(actor_id, {"id": actor_id, "kind": "agent"})
+        if text:
+            a["system_prompt"] = f"{a['system_prompt']}\n\n{text}" if a.get("system_prompt") else text
+
     def step(
         self,
         actor: str,
@@ -307,13 +325,16 @@ class Builder:
         index = len(self._steps)
         calls: list[ToolCall] = []
         for call in tool_calls:
+            recorded = call.id
             if any(c.id == call.id for c in calls):
                 # Within one action a result could not tell two calls apart: make the id unique.
                 call = call.model_copy(update={"id": f"{call.id}#{len(calls)}"})
                 self.warn(
                     "duplicate-call-id",
-                    "an action repeats a tool-call id; the repeats got a #N suffix",
+                    "an action repeats a tool-call id; the repeats got a #N suffix and the results "
+                    "with that id answer them in order",
                 )
+            self._same_id.setdefault((index, recorded), []).append(call.id)
             calls.append(call)
             # Some providers reuse ids across turns: a result answers the latest call with its id.
             self._call_step[call.id] = index
@@ -337,11 +358,17 @@ class Builder:
         return call_id in self._call_step
 
     def observe(self, call_id: str | None, content: str, *, is_error: bool = False) -> bool:
-        """Attach a tool result to the step that made the call; False if no step made it."""
+        """Attach a tool result to the step that made the call; False if no step made it.
+
+        When that step repeated the id (renamed `id#N`), results answer its calls in order.
+        """
         if call_id is not None and call_id in self._call_step:
-            self._steps[self._call_step[call_id]]["observations"].append(
-                Observation(call_id=call_id, content=content, is_error=is_error)
-            )
+            index = self._call_step[call_id]
+            observations = self._steps[index]["observations"]
+            ids = self._same_id.get((index, call_id), [call_id])
+            answered = {o.call_id for o in observations}
+            target = next((i for i in ids if i not in answered), ids[0])
+            observations.append(Observation(call_id=target, content=content, is_error=is_error))
             return True
         if call_id is None and self._steps:
             self._steps[-1]["observations"].append(Observation(content=content, is_error=is_error))
@@ -349,13 +376,19 @@ class Builder:
         return False
 
     def observe_orphan(self, call_id: str, content: str, *, is_error: bool = False) -> None:
-        """A tool result whose call is not in the record: keep it, unkeyed, on the latest step."""
+        """A tool result whose call is not in the record: keep it, unkeyed, on the latest step (before
+        the first turn, on a step of the tool actor `environment`)."""
+        where = "the step before it"
+        if not self._steps:
+            self.actor(ENVIRONMENT, "tool")
+            self.step(ENVIRONMENT)
+            where = f"a step of the tool actor {ENVIRONMENT!r} (it precedes every turn)"
         self.warn(
             "orphan-tool-result",
-            f"a tool result for call {call_id!r} matches no recorded call; kept as a plain observation",
+            f"a tool result for call {call_id!r} matches no recorded call; kept as a plain "
+            f"observation of {where}",
         )
-        if self._steps:
-            self._steps[-1]["observations"].append(Observation(content=content, is_error=is_error))
+        self._steps[-1]["observations"].append(Observation(content=content, is_error=is_error))
 
     def warn(self, code: str, message: str) -> None:
         self._warnings.setdefault(code, message)
@@ -398,7 +431,7 @@ class Builder:
             for i, s in enumerate(self._steps)
         ]
         try:
-            return Trace(
+            trace = Trace(
                 id=trace_id or "trace",
                 task=task,
                 actors=tuple(Actor.model_validate(a) for a in self._actors.values()),
@@ -416,3 +449,45 @@ class Builder:
         except (ValidationError, ValueError) as exc:
             # Importers check their input first; this is the backstop that keeps it to one line.
             at.fail("a run car can represent", detail=" ".join(str(exc).split())[:200])
+        return self._without_lone_surrogates(trace)
+
+    def _without_lone_surrogates(self, trace: Trace) -> Trace:
+        """Replace lone UTF-16 surrogates (valid JSON escapes, not text UTF-8 can encode) with U+FFFD.
+
+        Decoded UTF-8 text holds none, so only a file with a `\\uD800`-`\\uDFFF` escape (at any depth
+        of JSON inside strings) or a binary file is searched.
+        """
+        if self.doc.kind in ("json", "jsonl") and not _SURROGATE_ESCAPE.search(self.doc.raw):
+            return trace
+        places: list[tuple[str | int, ...]] = []
+        data = _replace_surrogates(trace.model_dump(by_alias=True), (), places)
+        if not places:
+            return trace
+        warning = {
+            "code": "invalid-unicode",
+            "message": f"{len(places)} text value{'s' if len(places) != 1 else ''} held a lone UTF-16 "
+            "surrogate (half of a character, such as an emoji cut in two), which UTF-8 cannot "
+            f"encode; each was replaced with U+FFFD (first at {json_path(places[0])} of the trace)",
+        }
+        data["fidelity"]["warnings"].append(warning)
+        return Trace.model_validate(data)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(value: Any, loc: tuple[str | int, ...], places: list[Any]) -> Any:
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            places.append(loc)
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, dict):
+        return {
+            _replace_surrogates(k, loc, places): _replace_surrogates(v, (*loc, k), places)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_replace_surrogates(v, (*loc, i), places) for i, v in enumerate(value)]
+    return value

@@ -8,6 +8,7 @@ name and renamed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -23,12 +24,32 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "trace"
 
 
+def _encoded(trace: Trace, dest: object) -> bytes:
+    """The trace as UTF-8, before anything is written: text UTF-8 cannot encode is an InputError."""
+    text = trace.to_json()
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        near = text[max(exc.start - 30, 0) : exc.start].rsplit("\n", 1)[-1].strip()
+        raise InputError(
+            f"{dest}: cannot write trace {trace.id!r}: it holds a lone UTF-16 surrogate "
+            f"({text[exc.start]!r}, after {near!r}), which UTF-8 cannot encode; replace it in the "
+            "input (importers replace it with U+FFFD)"
+        ) from None
+
+
 def _write(path: Path, trace: Trace) -> None:
+    data = _encoded(trace, path)
     tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)  # as `car blame -o` does
-        tmp.write_text(trace.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # never leave a partial file behind
+            raise
     except FileExistsError as exc:  # from mkdir: a file sits where a directory should be
         raise InputError(f"{path}: cannot write the trace ({exc.filename} is not a directory)") from None
     except OSError as exc:
@@ -53,7 +74,7 @@ def write_imported(
     lines = [f"imported {_summary(t)}" for t in traces]
     if len(traces) == 1 and (output is None or not output.is_dir()):
         if output is None:
-            sys.stdout.write(traces[0].to_json())
+            sys.stdout.write(_encoded(traces[0], "stdout").decode("utf-8"))
         else:
             _write(output, traces[0])
             lines.append(f"wrote {output}")

@@ -5,7 +5,9 @@ JSONL line, or a request with its `response`/`choices` appended), a bare message
 JSON Lines file of such objects (one run each). `assistant.tool_calls[] = {id, type: "function",
 function: {name, arguments: <JSON string>}}` become tool calls (the exact argument string is kept);
 `{role: "tool", tool_call_id, content}` messages become observations of the step that made the call.
-System messages become the assistant's system prompt; user messages are steps of the actor "user".
+Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
+user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
+limit may be `max_tokens` or `max_completion_tokens`.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def add_chat_messages(
             b.warn("attachments-unresolved", "images or files in messages were not imported (text only)")
         if role in ("system", "developer"):
             if b.n_steps == 0:
-                b.actor(assistant, "agent", system_prompt=content)
+                b.add_system_prompt(assistant, content)
             else:  # an instruction injected mid-run is an input, like a user turn
                 b.actor(user, "user", stochastic=user_stochastic)
                 b.step(user, content, metadata={"role": role})
@@ -116,7 +118,14 @@ def add_chat_messages(
                 calls.append(
                     chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call")
                 )
-            b.step(who, content, calls, sampling=sampling)
+            refusal, meta = msg.get("refusal"), None
+            if isinstance(refusal, str) and refusal:
+                # The model declined: its refusal is what it said (content is null then, or holds
+                # the same text as a refusal part).
+                if refusal not in content:
+                    content = f"{content}\n{refusal}" if content else refusal
+                meta = {"refusal": True}
+            b.step(who, content, calls, sampling=sampling, metadata=meta)
             continue
         if role in ("tool", "function"):
             call_id = msg.get("tool_call_id")

@@ -6,7 +6,8 @@ collector's file exporter writes them). One car trace per trace id. Each model-c
 (`gen_ai.operation.name` chat / text_completion / generate_content, or `openinference.span.kind` LLM)
 is a decision step whose context is the exact input of that call; when model spans nest (a framework
 span around the client span) the innermost is the call. Tool spans (`execute_tool`, TOOL) are
-observations of the step that made the call, matched by call id, else by tool name. The actor is
+observations of the step that made the call, matched by call id, else by tool name (a tool span before
+the first model call is a step of the tool actor `environment`). The actor is
 `gen_ai.agent.name` on the span or its nearest agent ancestor (`invoke_agent`, AGENT spans).
 
 Content is read from, in order: `gen_ai.input.messages` / `gen_ai.output.messages` (parts model, JSON
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from car.importers.base import Builder, Document, sampling_from
+from car.importers.base import ENVIRONMENT, Builder, Document, sampling_from
 from car.importers.genai_content import (
     Msg,
     as_text,
@@ -35,7 +36,7 @@ from car.importers.genai_content import (
     tool_definitions,
 )
 from car.importers.otlp import Span, read_spans
-from car.trace import Trace
+from car.trace import ToolCall, Trace
 
 __all__ = ["CAPTURE_HINT", "OtlpJson"]
 
@@ -127,7 +128,13 @@ class OtlpJson:
                     "obs": [],
                 }
             )
-        self._attach_tools(b, spans, steps)
+        early = self._attach_tools(b, spans, steps)
+        self._observations_from_inputs(steps)
+        for t, call, result in early:
+            # A tool ran before the first model call (setup, a retrieval): the environment's step.
+            b.actor(ENVIRONMENT, "tool")
+            b.step(ENVIRONMENT, "", [call] if call else [], metadata=_span_meta(t))
+            b.observe(call.id if call else None, result, is_error=t.error)
         for st in steps:
             context = [to_message(m) for m in st["inputs"]] if st["inputs"] else None
             b.step(
@@ -136,12 +143,11 @@ class OtlpJson:
                 st["calls"],
                 context=context,
                 sampling=st["sampling"],
-                metadata={"span_id": st["span"].span_id, "span_name": st["span"].name},
+                metadata=_span_meta(st["span"]),
             )
             for call_id, content, error in st["obs"]:
                 if not b.observe(call_id, content, is_error=error):
                     b.observe_orphan(call_id or "?", content, is_error=error)
-        self._observations_from_inputs(b, steps)
         if missing_input or missing_output:
             b.warn("content-not-captured", CAPTURE_HINT)
         fidelity: Literal["A", "B", "C"] = (
@@ -167,7 +173,12 @@ class OtlpJson:
         return "assistant"
 
     @staticmethod
-    def _attach_tools(b: Builder, spans: list[Span], steps: list[dict[str, Any]]) -> None:
+    def _attach_tools(
+        b: Builder, spans: list[Span], steps: list[dict[str, Any]]
+    ) -> list[tuple[Span, ToolCall | None, str]]:
+        """Attach each tool span's result to the step whose call it answers; returns the tool spans
+        that precede every model call, as (span, its call, its result)."""
+        early: list[tuple[Span, ToolCall | None, str]] = []
         for t in (s for s in spans if s.is_tool):
             a = t.attrs
             name = a.get("gen_ai.tool.name") or a.get("tool.name") or t.name
@@ -206,24 +217,47 @@ class OtlpJson:
             if target is None:
                 if before:
                     before[-1]["obs"].append((None, as_text(result), t.error))
-                    b.warn(
-                        "orphan-tool-span",
-                        "some tool spans match no recorded call; kept as plain observations",
-                    )
+                else:
+                    cid = call_id or f"span_{t.span_id}"
+                    parsed = json_value(args) if isinstance(args, str) else args
+                    early.append((t, make_call(cid, name, parsed, t.at, cid), as_text(result)))
+                b.warn(
+                    "orphan-tool-span",
+                    "some tool spans match no recorded call; kept as plain observations of the "
+                    f"step before them, or, before the first model call, as steps of the tool actor "
+                    f"{ENVIRONMENT!r}",
+                )
                 continue
             target["obs"].append((call_id, as_text(result), t.error))
+        return early
 
     @staticmethod
-    def _observations_from_inputs(b: Builder, steps: list[dict[str, Any]]) -> None:
-        """Tool results that only appear in a later call's input become observations too."""
-        answered = {o[0] for st in steps for o in st["obs"]}
-        for st in steps:
+    def _observations_from_inputs(steps: list[dict[str, Any]]) -> None:
+        """Tool results that only appear in a later call's input become observations too.
+
+        Each call's input repeats the results seen so far, so the k-th result for an id in an input
+        is new when fewer than k earlier calls with that id are answered; a new result answers the
+        earliest unanswered call with its id (ids may repeat across turns).
+        """
+        makers: dict[str, list[int]] = {}  # call id -> the steps that made such a call, in order
+        for k, st in enumerate(steps):
+            for c in dict.fromkeys(c.id for c in st["calls"]):
+                makers.setdefault(c, []).append(k)
+
+        def answered(k: int, call_id: str) -> bool:
+            return any(o[0] == call_id for o in steps[k]["obs"])
+
+        for k, st in enumerate(steps):
+            seen: dict[str, int] = {}
             for m in st["inputs"]:
-                if (
-                    m.role == "tool"
-                    and m.call_id
-                    and m.call_id not in answered
-                    and b.has_call(m.call_id)
-                ):
-                    b.observe(m.call_id, m.text)
-                    answered.add(m.call_id)
+                if m.role != "tool" or not m.call_id:
+                    continue
+                seen[m.call_id] = seen.get(m.call_id, 0) + 1
+                earlier = [i for i in makers.get(m.call_id, ()) if i < k]
+                open_ = [i for i in earlier if not answered(i, m.call_id)]
+                if open_ and seen[m.call_id] > len(earlier) - len(open_):
+                    steps[open_[0]]["obs"].append((m.call_id, m.text, False))
+
+
+def _span_meta(span: Span) -> dict[str, Any]:
+    return {"span_id": span.span_id, "span_name": span.name}

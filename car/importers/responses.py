@@ -34,10 +34,26 @@ _ITEM_TYPES = (
 )
 
 
+# An Anthropic assistant turn saved as the API's response object is `{"type": "message", "role",
+# "content": [blocks], "stop_reason", ...}`: it must not pass for a Responses message item, whose
+# content parts are input_text / output_text / refusal / ... and never these Anthropic blocks.
+_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use")
+
+
+def _is_anthropic(item: dict[str, Any]) -> bool:
+    content = item.get("content")
+    return "stop_reason" in item or (
+        isinstance(content, list)
+        and any(isinstance(p, dict) and p.get("type") in _ANTHROPIC_BLOCKS for p in content)
+    )
+
+
 def _is_items(value: Any) -> bool:
     if not isinstance(value, list) or not value:
         return False
     typed = [v for v in value[:200] if isinstance(v, dict) and isinstance(v.get("type"), str)]
+    if any(_is_anthropic(v) for v in value[:200] if isinstance(v, dict) and "role" in v):
+        return False
     return bool(typed) and any(
         t["type"] in ("function_call", "function_call_output", "reasoning", "compaction")
         or (t["type"] == "message" and isinstance(t.get("content"), list))
@@ -124,7 +140,7 @@ class OpenAIResponses:
                             cur = current()
                         cur["text"] = f"{cur['text']}\n{text}" if cur["text"] else text
                     elif role in ("system", "developer") and b.n_steps == 0 and pending is None:
-                        b.actor("assistant", system_prompt=text)
+                        b.add_system_prompt("assistant", text)  # after `instructions`, if any
                     else:
                         flush()
                         b.actor("user", "user")

@@ -5,7 +5,9 @@ system_prompt?}`. `history[i]` becomes step `i`, so the labelled `mistake_step` 
 with that index. The speaker is `name` when present (Algorithm-Generated, AG2 group chats) and `role`
 otherwise (Hand-Crafted, Magentic-One: "Orchestrator (thought)"). A role's parenthesised qualifier
 ("(thought)", "(-> WebSurfer)") is the same agent speaking in another capacity: the actor is the agent
-("Orchestrator") and the qualifier is kept in the step's metadata as `speaker`.
+("Orchestrator") and the qualifier is kept in the step's metadata as `speaker`. Agents that have a
+system prompt but never speak are actors too (with no steps). A null `content` is empty text; other
+message fields (AG2 `tool_calls`, ...) are kept in the step's metadata as `fields`, with a warning.
 """
 
 from __future__ import annotations
@@ -61,16 +63,20 @@ class WhoAndWhen:
         at = doc.at
         data = at.obj(doc.data, "a Who&When log (a JSON object)")
         history = (at / "history").arr(data.get("history"))
+        if not history:
+            (at / "history").fail("at least one message", detail="the history is empty")
         prompts_raw = data.get("system_prompt")
         prompts: dict[str, str] = {}
         if prompts_raw is not None:
             for k, v in (at / "system_prompt").obj(prompts_raw).items():
-                prompts[k] = (at / "system_prompt" / k).string(v)
+                if v is not None:  # null: no prompt recorded for this agent
+                    prompts[k] = (at / "system_prompt" / k).string(v)
         b = Builder(doc, self.name)
         for i, entry in enumerate(history):
             here = at / "history" / i
             msg = here.obj(entry, "a message object {content, role, name?}")
-            content = (here / "content").string(msg.get("content", ""), "the message text")
+            # AG2 writes null content for a turn that only calls tools.
+            content = (here / "content").opt_string(msg.get("content"), "the message text") or ""
             name = (here / "name").opt_string(msg.get("name"))
             role = (here / "role").opt_string(msg.get("role"))
             speaker = name or role
@@ -81,7 +87,20 @@ class WhoAndWhen:
             step_meta: dict[str, Any] = {"speaker": speaker} if speaker != agent else {}
             if name and role:
                 step_meta["role"] = role
+            extra = {k: v for k, v in msg.items() if k not in ("content", "name", "role")}
+            if extra:
+                # Tool calls and the like: class C replays text only, but nothing is thrown away.
+                step_meta["fields"] = extra
+                b.warn(
+                    "items-skipped",
+                    f"message fields car does not replay ({', '.join(map(repr, extra))}, first in "
+                    f"history[{i}]) are kept in the steps' metadata as `fields`",
+                )
             b.step(agent, content, metadata=step_meta)
+        for agent, prompt in prompts.items():
+            if prompt.strip():
+                # An agent of the group chat who never spoke: keep it, and its prompt, as an actor.
+                b.actor(agent, _kind(agent), system_prompt=prompt)
 
         labels: dict[str, Any] = {}
         step = data.get("mistake_step")
@@ -136,7 +155,8 @@ class WhoAndWhen:
             at.fail(f"a step index from 0 to {n - 1}", value)
         if isinstance(value, int):
             index = value
-        elif isinstance(value, str) and value.strip().isdigit():
+        elif isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+            # Not str.isdigit(): it accepts "²" and other digits int() refuses.
             index = int(value.strip())
         else:
             at.fail(f"a step index from 0 to {n - 1} (a 0-based index into history)", value)

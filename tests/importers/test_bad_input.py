@@ -49,6 +49,17 @@ CORPUS: list[tuple[str, str, str]] = [
         "$.history[0].content: expected the message text, got a number",
     ),
     (
+        "ww-step-superscript.json",
+        json.dumps({"history": [{"role": "a", "content": "x"}], "mistake_step": "²"}),
+        "$.mistake_step: expected a step index from 0 to 0 (a 0-based index into history), got the "
+        'string "²"',
+    ),
+    (
+        "ww-empty-history.json",
+        json.dumps({"history": [], "mistake_step": "0", "mistake_agent": "a"}),
+        "$.history: expected at least one message (the history is empty)",
+    ),
+    (
         "ww-not-list.json",
         json.dumps({"history": {"a": 1}, "mistake_step": "0"}),
         "expected",

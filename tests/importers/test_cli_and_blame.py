@@ -323,3 +323,45 @@ def test_import_makes_missing_parent_directories(
     assert capsys.readouterr().err.splitlines() == [
         f"car: error: {bad}: cannot write the trace ({tmp_path / 'blocker'} is not a directory)"
     ]
+
+
+def test_import_of_an_emoji_cut_in_half_writes_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "chat.json"
+    src.write_text(
+        json.dumps({"messages": [{"role": "user", "content": "cut \ud83d"}, {"role": "assistant"}]})
+    )
+    out = tmp_path / "out" / "trace.json"
+    assert run(["import", str(src), "-o", str(out)]) == 0
+    assert "invalid-unicode" in capsys.readouterr().err
+    assert load_trace(out).steps[0].action.text == "cut \ufffd"
+    assert [p.name for p in out.parent.iterdir()] == ["trace.json"]
+
+
+def test_a_failed_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from car.errors import InputError
+    from car.importers import convert
+
+    src = tmp_path / "src" / "chat.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps(GROUP_CHAT))
+    out = tmp_path / "out" / "trace.json"
+
+    def fail(a: object, b: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(convert.os, "replace", fail)
+    assert run(["import", str(src), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"car: error: {out}: cannot write the trace (No space left on device)"
+    )
+    assert list(out.parent.iterdir()) == []
+    # text UTF-8 cannot encode (here a native trace built in memory) is refused before writing
+    trace = load_any(src)
+    cut = trace.model_copy(update={"task": "cut \ud83d"})
+    with pytest.raises(InputError, match="lone UTF-16 surrogate"):
+        convert._write(out, cut)
+    assert list(out.parent.iterdir()) == []

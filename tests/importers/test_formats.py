@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,7 @@ def codes(t: Trace) -> set[str]:
         ("tau_bench.json", "tau-bench"),
         ("tau2.json", "tau-bench"),
         ("inspect_log.json", "inspect"),
+        ("anthropic_response_objects.json", "anthropic"),
     ],
 )
 def test_sniffing_names_the_format(fixtures: Path, name: str, fmt: str) -> None:
@@ -259,3 +261,282 @@ def test_legacy_function_calls_and_mid_run_system_messages(tmp_path: Path) -> No
     assert (injected.actor, injected.metadata["role"]) == ("user", "system")
     assert t.actor("user").kind == "user"
     assert t.decision_steps == (1, 3)
+
+
+def _write(tmp_path: Path, name: str, data: Any) -> Path:
+    f = tmp_path / name
+    f.write_text(json.dumps(data))  # ensure_ascii: "\ud83d" stays a (valid JSON) escape
+    return f
+
+
+def test_jsonl_records_end_at_newlines_only(tmp_path: Path) -> None:
+    # U+2028, U+2029 and U+0085 may sit raw inside JSON strings; str.splitlines() splits on them.
+    texts = ["one\u2028two", "three\x85four", "five\u2029six"]
+    records = [
+        json.dumps(
+            {"messages": [{"role": "user", "content": t}, {"role": "assistant", "content": "ok"}]},
+            ensure_ascii=False,
+        )
+        for t in texts
+    ]
+    f = tmp_path / "chats.jsonl"
+    f.write_text("\r\n".join([records[0], records[1], "", records[2], ""]), newline="")
+    traces = import_file(f)
+    assert [t.steps[0].action.text for t in traces] == texts
+    assert [t.source.locator for t in traces if t.source] == ["line 1: $", "line 2: $", "line 4: $"]
+
+
+def test_lone_surrogates_become_u_fffd_with_a_warning(tmp_path: Path) -> None:
+    # An emoji cut in half is valid JSON but not text UTF-8 can encode: the trace could not be written.
+    args = json.dumps({"note": "cut \ud83d"})  # nested JSON: the escape is parsed only later
+    f = _write(
+        tmp_path,
+        "cut.json",
+        {
+            "messages": [
+                {"role": "user", "content": "emoji cut \ud83d and whole \U0001f600"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": args}}],
+                },
+            ]
+        },
+    )
+    t = load_any(f)
+    assert t.steps[0].action.text == "emoji cut \ufffd and whole \U0001f600"
+    assert t.steps[1].action.tool_calls[0].arguments == {"note": "cut \ufffd"}
+    assert t.steps[1].action.tool_calls[0].raw_arguments == args  # the exact string, as recorded
+    assert t.fidelity is not None
+    warning = next(w for w in t.fidelity.warnings if w.code == "invalid-unicode")
+    assert warning.message.startswith("2 text values held a lone UTF-16 surrogate")
+    assert "$.steps[0].action.text" in warning.message
+    t.to_json().encode("utf-8")  # writable
+    assert "invalid-unicode" not in codes(load_any(_write(tmp_path, "ok.json", CHAT_WITH_EMOJI)))
+
+
+CHAT_WITH_EMOJI = {
+    "messages": [{"role": "user", "content": "\U0001f600"}, {"role": "assistant", "content": "hi"}]
+}
+
+
+def test_anthropic_turns_saved_as_response_objects_are_anthropic(fixtures: Path) -> None:
+    t = load_any(fixtures / "anthropic_response_objects.json")
+    assert t.source is not None and t.source.format == "anthropic"
+    assert [c.name for c in t.steps[1].action.tool_calls] == ["weather"]
+    assert [(o.call_id, o.content) for o in t.steps[1].observations] == [("toolu_1", "-3C")]
+    assert t.steps[-1].action.text == "It is -3C."
+    # without tool blocks, the saved response object (stop_reason) still names the format
+    text_only = json.loads((fixtures / "anthropic_response_objects.json").read_text())
+    text_only[1] = {**text_only[1], "content": [{"type": "text", "text": "Checking."}]}
+    assert detect(text_only[:2]) == "anthropic"
+
+
+def test_chat_keeps_every_leading_system_message_refusals_and_max_completion_tokens(
+    tmp_path: Path,
+) -> None:
+    f = _write(
+        tmp_path,
+        "chat.json",
+        {
+            "model": "gpt-4o",
+            "max_completion_tokens": 100,
+            "messages": [
+                {"role": "system", "content": "S1"},
+                {"role": "developer", "content": "S2"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+            ],
+        },
+    )
+    t = load_any(f)
+    assert t.actor("assistant").system_prompt == "S1\n\nS2"
+    assert t.steps[1].action.text == "I can't help with that."
+    assert t.steps[1].metadata == {"refusal": True}
+    assert t.steps[1].sampling is not None and t.steps[1].sampling.max_tokens == 100
+
+
+def test_responses_keeps_developer_messages_beside_instructions_and_refusals(tmp_path: Path) -> None:
+    f = _write(
+        tmp_path,
+        "resp.json",
+        {
+            "instructions": "Be terse.",
+            "max_output_tokens": 50,
+            "input": [
+                {"role": "developer", "content": "Never refund orders over $100."},
+                {"role": "user", "content": "refund A7"},
+            ],
+            "output": [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "refusal", "refusal": "no"}],
+                }
+            ],
+        },
+    )
+    t = load_any(f)
+    assert t.actor("assistant").system_prompt == "Be terse.\n\nNever refund orders over $100."
+    assert t.steps[-1].action.text == "no"
+    assert t.steps[-1].sampling is not None and t.steps[-1].sampling.max_tokens == 50
+
+
+def _otlp(*spans: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
+
+
+def _span(sid: int, start: int, attrs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "traceId": "0123456789abcdef0123456789abcdef",
+        "spanId": f"{sid:016x}",
+        "name": str(attrs["gen_ai.operation.name"]),
+        "startTimeUnixNano": str(start),
+        "attributes": [
+            {"key": k, "value": {"stringValue": v if isinstance(v, str) else json.dumps(v)}}
+            for k, v in attrs.items()
+        ],
+    }
+
+
+def _chat(sid: int, inputs: list[Any], output: dict[str, Any]) -> dict[str, Any]:
+    return _span(
+        sid,
+        sid,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.input.messages": inputs,
+            "gen_ai.output.messages": [output],
+        },
+    )
+
+
+def _msg(role: str, text: str | None = None, call: str | None = None, result: str | None = None) -> Any:
+    parts: list[dict[str, Any]] = []
+    if text is not None:
+        parts.append({"type": "text", "content": text})
+    if call is not None:
+        parts.append({"type": "tool_call", "id": "c", "name": "f", "arguments": {"n": call}})
+    if result is not None:
+        parts.append({"type": "tool_call_response", "id": "c", "response": result})
+    return {"role": role, "parts": parts}
+
+
+def test_otel_results_in_later_inputs_answer_the_earliest_open_call(tmp_path: Path) -> None:
+    # Call ids repeat across turns ("c" twice); each result answers the call just before it.
+    u, a1, t1 = _msg("user", "go"), _msg("assistant", call="1"), _msg("tool", result="r1")
+    a2, t2 = _msg("assistant", call="2"), _msg("tool", result="r2")
+    f = _write(
+        tmp_path,
+        "otel.json",
+        _otlp(
+            _chat(1, [u], a1),
+            _chat(2, [u, a1, t1], a2),
+            _chat(3, [u, a1, t1, a2, t2], _msg("assistant", "done")),
+        ),
+    )
+    t = load_any(f)
+    assert [[(o.call_id, o.content) for o in s.observations] for s in t.steps] == [
+        [("c", "r1")],
+        [("c", "r2")],
+        [],
+    ]
+
+
+def test_otel_tool_span_before_the_first_model_call_is_kept(tmp_path: Path) -> None:
+    setup = _span(
+        9,
+        0,
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "setup",
+            "gen_ai.tool.call.arguments": {"env": "prod"},
+            "gen_ai.tool.call.result": "ENV READY",
+        },
+    )
+    f = _write(
+        tmp_path, "otel.json", _otlp(setup, _chat(1, [_msg("user", "go")], _msg("assistant", "ok")))
+    )
+    t = load_any(f)
+    first = t.steps[0]
+    assert first.actor == "environment" and t.actor("environment").kind == "tool"
+    assert [(c.name, c.arguments) for c in first.action.tool_calls] == [("setup", {"env": "prod"})]
+    assert [o.content for o in first.observations] == ["ENV READY"]
+    assert t.decision_steps == (1,)
+    assert "orphan-tool-span" in codes(t)
+
+
+def test_anthropic_server_tool_results_answer_their_call_and_unknown_blocks_are_named(
+    tmp_path: Path,
+) -> None:
+    hits = [{"type": "web_search_result", "title": "T", "url": "https://example.org"}]
+    f = _write(
+        tmp_path,
+        "srv.json",
+        {
+            "system": "s",
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "server_tool_use",
+                            "id": "s1",
+                            "name": "web_search",
+                            "input": {"q": "x"},
+                        },
+                        {"type": "web_search_tool_result", "tool_use_id": "s1", "content": hits},
+                        {"type": "future_block", "data": 1},
+                        {"type": "text", "text": "done"},
+                    ],
+                },
+            ],
+        },
+    )
+    t = load_any(f)
+    step = t.steps[1]
+    assert [c.id for c in step.action.tool_calls] == ["s1"]
+    assert [(o.call_id, json.loads(o.content)) for o in step.observations] == [("s1", hits)]
+    assert t.fidelity is not None
+    skipped = next(w for w in t.fidelity.warnings if w.code == "items-skipped")
+    assert "'future_block'" in skipped.message
+
+
+def test_an_orphan_tool_result_before_any_turn_is_kept(tmp_path: Path) -> None:
+    f = _write(
+        tmp_path,
+        "chat.json",
+        {
+            "messages": [
+                {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
+                {"role": "user", "content": "x"},
+            ]
+        },
+    )
+    t = load_any(f)
+    assert t.steps[0].actor == "environment" and t.actor("environment").kind == "tool"
+    assert [o.content for o in t.steps[0].observations] == ["orphan"]
+    assert t.fidelity is not None
+    warning = next(w for w in t.fidelity.warnings if w.code == "orphan-tool-result")
+    assert "'environment'" in warning.message
+
+
+def test_repeated_call_ids_in_one_action_get_their_results_in_order(tmp_path: Path) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    f = _write(
+        tmp_path,
+        "chat.json",
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": None, "tool_calls": [call, call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+                {"role": "tool", "tool_call_id": "c1", "content": "r2"},
+            ]
+        },
+    )
+    step = load_any(f).steps[1]
+    assert [c.id for c in step.action.tool_calls] == ["c1", "c1#1"]
+    assert [(o.call_id, o.content) for o in step.observations] == [("c1", "r1"), ("c1#1", "r2")]

@@ -117,3 +117,52 @@ def test_an_extract_judge_checks_answers_against_the_ground_truth(who_and_when: 
     with configure(base_url="http://127.0.0.1:9/v1"):  # built, never called
         judge = LLMJudge(t, "openai:m?mode=extract")
     assert judge.expected == json.loads(path.read_text())["ground_truth"]
+
+
+def _log(tmp_path: Path, **fields: object) -> Path:
+    f = tmp_path / "log.json"
+    f.write_text(json.dumps({"mistake_agent": "A", "mistake_step": "0", **fields}))
+    return f
+
+
+def test_agents_who_never_speak_keep_their_system_prompts(tmp_path: Path) -> None:
+    f = _log(
+        tmp_path,
+        history=[{"content": "hi", "role": "user", "name": "A"}],
+        system_prompt={"A": "You are A.", "Silent_Expert": "You check facts.", "Blank": ""},
+    )
+    t = load_any(f)
+    assert [a.id for a in t.actors] == ["A", "Silent_Expert"]
+    assert t.actor("Silent_Expert").system_prompt == "You check facts."
+    assert [s.actor for s in t.steps] == ["A"]
+
+
+def test_every_algorithm_generated_system_prompt_is_kept(who_and_when: Path) -> None:
+    # 14 of the 126 logs name an agent in system_prompt who never speaks (e.g. 89.json).
+    for f in sorted((who_and_when / "Algorithm-Generated").glob("*.json")):
+        raw = json.loads(f.read_text())
+        prompts = {a.id: a.system_prompt for a in load_any(f).actors}
+        for name, prompt in raw["system_prompt"].items():
+            if prompt.strip():
+                assert prompts.get(name) == prompt, (f.name, name)
+
+
+def test_null_content_and_null_system_prompts_are_accepted(tmp_path: Path) -> None:
+    call = [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]
+    f = _log(
+        tmp_path,
+        history=[
+            {"content": "go", "role": "user", "name": "A"},
+            {"content": None, "role": "assistant", "name": "B", "tool_calls": call},
+            {"content": None, "role": "user", "name": "A"},
+        ],
+        system_prompt={"A": None, "B": "You are B."},
+    )
+    t = load_any(f)
+    assert [s.action.text for s in t.steps] == ["go", "", ""]
+    assert t.actor("A").system_prompt is None and t.actor("B").system_prompt == "You are B."
+    # the tool calls are not replayed (class C) but kept, and the warning says so
+    assert t.steps[1].metadata["fields"] == {"tool_calls": call}
+    assert t.fidelity is not None
+    warning = next(w for w in t.fidelity.warnings if w.code == "items-skipped")
+    assert "'tool_calls'" in warning.message and "history[1]" in warning.message
