@@ -345,13 +345,14 @@ def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bo
 
 
 def result_key(report: Report) -> str:
-    """Identifies a stored report: same trace, components and options, same key.
+    """Identifies a stored report: same trace (and path), components and options, same key.
 
     A Shapley run's players and budget and an adaptive run's settings are part of the analysis, so
     two analyses of one trace that differ in them are stored side by side, not over each other.
     """
     body: list[Any] = [
         report.trace_hash,
+        report.trace_path,  # one file copied to two places: two results
         report.specs.model_dump(),
         report.seed,
         report.samples,

@@ -16,8 +16,11 @@ from car.report import Estimate, Report, ShapleyReport
 
 __all__ = ["esc", "rescue_curve_svg", "shapley_svg"]
 
-# C0/C1 controls and bidirectional overrides would let trace text disguise itself; show them as escapes.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls and bidirectional overrides and marks would let trace text disguise itself; show them
+# as escapes.
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def esc(text: object) -> str:

@@ -264,7 +264,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             continue  # already streamed
         if (
             not batch
-            and fmt in (OutputFormat.table, OutputFormat.json)
+            and fmt in (OutputFormat.table, OutputFormat.json, OutputFormat.html)
             and (not results or results[0].report is None)
         ):
             continue  # one trace and no report: the error line on stderr says it all

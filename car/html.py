@@ -600,10 +600,10 @@ def locate_trace(
     The recorded path is tried as written, then relative to `near` (the folder of a saved report).
     Returns (trace, None), or (None, why it is missing) so the page can say so.
     """
-    from car.trace import load_trace
+    from car.importers import load_any  # a trace in any format car imports, as `car blame` read it
 
     if given is not None:
-        trace = load_trace(given)  # named explicitly: a bad file is an input error, not an omission
+        trace = load_any(given)  # named explicitly: a bad file is an input error, not an omission
         if trace.content_hash() != report.trace_hash:
             raise InputError(
                 f"{given}: this trace is not the one the report was computed from (hash differs)"
@@ -617,7 +617,7 @@ def locate_trace(
     for candidate in candidates:
         if candidate.is_file():
             try:
-                trace = load_trace(candidate)
+                trace = load_any(candidate)
             except CarError as exc:
                 return None, f"the recorded trace is not readable ({exc})"
             if trace.content_hash() != report.trace_hash:

@@ -704,3 +704,26 @@ def test_a_trace_that_fails_returns_its_reservation(
     assert code == 2  # the input error is the worst outcome
     statuses = {r["trace_id"]: r["status"] for r in map(json.loads, out.splitlines())}
     assert statuses == {"no-policy": "input-error", "pivot-0": "ok", "and-0": "ok"}, statuses
+
+
+def test_html_for_a_trace_that_fails_says_why(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The trace's own error, not a complaint that HTML needs one report."""
+    code, out, err = run(["blame", "broken.json", *FAST, "--format", "html", "-o", "r.html"], capsys)
+    assert (code, out) == (2, "")
+    assert "broken.json" in err and "invalid JSON" in err and "renders one trace" not in err
+    assert not (work / "r.html").exists()
+
+
+def test_one_file_at_two_paths_keeps_a_result_for_each(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a", "b"):
+        (work / name).mkdir()
+        (work / name / "pivot.json").write_text(Path(PIVOT).read_text())
+    store = str(work / "s.sqlite")
+    args = ["blame", "a/pivot.json", "b/pivot.json", "--samples", "4", "--match-samples", "0"]
+    assert run([*args, "--store", store, "-q"], capsys)[0] == 0
+    from car.store import RolloutStore
+
+    with RolloutStore(store) as s:
+        assert sorted(r.trace_path or "" for r in s.results()) == ["a/pivot.json", "b/pivot.json"]

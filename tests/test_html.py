@@ -155,7 +155,7 @@ def _hostile(trace: Trace) -> Trace:
     doc["task"] = PAYLOAD
     doc["outcome"]["detail"] = PAYLOAD
     doc["actors"][0]["system_prompt"] = PAYLOAD
-    doc["steps"][0]["observations"][0]["content"] = PAYLOAD + "\u202e\x1b[31m"
+    doc["steps"][0]["observations"][0]["content"] = PAYLOAD + "\u202e\x1b[31m\u200f\u061c"
     doc["steps"][1]["action"]["text"] = PAYLOAD
     doc["steps"][2]["action"]["tool_calls"][0]["raw_arguments"] = PAYLOAD
     return parse_trace(doc)
@@ -182,8 +182,9 @@ def test_html_and_script_in_a_trace_render_as_text() -> None:
     text = tree.root.text()
     assert text.count('<script>alert("pwned")</script>') >= 8
     # Bidi overrides and terminal escapes cannot disguise the text either.
-    assert "\u202e" not in doc and "\x1b" not in doc
-    assert "\\x202e" in text and "\\x1b" in text
+    for mark in ("\u202e", "\x1b", "\u200f", "\u061c"):
+        assert mark not in doc
+    assert "\\x202e" in text and "\\x1b" in text and "\\x200f" in text
     assert "&lt;script&gt;" in doc
 
 
@@ -362,3 +363,18 @@ def test_steps_that_are_not_decisions_show_as_such() -> None:
     (gap,) = tree.all("circle", "nodata")
     assert "not a decision" in gap.text()
     assert len([c for c in tree.all("circle", "pt") if "record" not in c.classes]) == 2
+
+
+def test_the_timeline_of_an_imported_trace_is_found(tmp_path: Path) -> None:
+    """A report on a foreign-format file (an OpenAI chat log) finds its trace as `car blame` read it."""
+    from car.html import locate_trace
+    from car.importers import load_any
+
+    chat = ROOT / "tests" / "fixtures" / "importers" / "openai_chat.json"
+    imported = load_any(chat)
+    report = _blame(ROOT / "traces" / "pivot.json", samples=4).model_copy(
+        update={"trace_path": str(chat), "trace_hash": imported.content_hash()}
+    )
+    trace, missing = locate_trace(report)
+    assert missing is None and trace is not None and trace.content_hash() == imported.content_hash()
+    assert locate_trace(report, given=chat)[0] is not None
