@@ -10,7 +10,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -151,18 +151,37 @@ def _keep(text: str, path: Path) -> str:
     return f"saved it to {name} instead"
 
 
+def _unreported_prices(prices: Mapping[str, float], results: Sequence[TraceResult]) -> str | None:
+    """A priced counter that no component reported (a typo, or a policy that counts nothing)."""
+    reported = sorted({name for r in results for name in r.usage})
+    missing = [name for name in prices if name not in reported]
+    if not prices or not missing or not any(r.report for r in results):
+        return None
+    seen = f"reported: {', '.join(reported)}" if reported else "no component reported token usage"
+    return f"--price {', '.join(missing)}: no such counter in this run ({seen}); its cost is 0"
+
+
 def _check_blame_gate(names: Sequence[str], traces: Sequence[Trace]) -> None:
     """A --fail-on-blame actor that no trace of the run has is a typo that would never trip."""
     if not traces:
         return
     actors = {a.id for t in traces for a in t.actors}
+    longest = max(len(t.steps) for t in traces)
     for who in names:
-        if who != "any" and not who.isdigit() and who not in actors:
-            known = ", ".join(sorted(actors)[:10]) + (", ..." if len(actors) > 10 else "")
+        if who == "any" or who in actors:
+            continue
+        if who.isascii() and who.isdigit():
+            if int(who) < longest:
+                continue
             raise InputError(
-                f"--fail-on-blame {who!r}: no trace in this run has an actor of that id "
-                f"(actors: {known}); give an actor id, a step index or 'any'"
+                f"--fail-on-blame {who}: no trace in this run has a step {int(who)} "
+                f"(the longest has {longest} steps, 0-{longest - 1})"
             )
+        known = ", ".join(sorted(actors)[:10]) + (", ..." if len(actors) > 10 else "")
+        raise InputError(
+            f"--fail-on-blame {who!r}: no trace in this run has an actor of that id "
+            f"(actors: {known}); give an actor id, a step index or 'any'"
+        )
 
 
 def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
@@ -294,6 +313,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             sys.stderr.write(render_output(OutputFormat.table, results, batch=True))
     if batch:
         say(counts_line(results))
+    unpriced = _unreported_prices(req.options.prices, results)
+    if unpriced:
+        say(f"car: note: {unpriced}")
     for res in results:
         if res.status in ("input-error", "backend-error") and not batch:
             print(f"car: error: {res.error}", file=sys.stderr)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from car.errors import InputError
-from car.report import Report
+from car.report import Report, shared_credit
 
 __all__ = ["EXIT_BACKEND", "EXIT_GATE", "EXIT_OK", "EXIT_USAGE", "Gates", "final_exit_code", "worst"]
 
@@ -75,15 +75,20 @@ class Gates:
             tripped.append(f"no decisive step (--fail-on-abstain): {report.abstained_reason}")
         if self.fail_on_blame:
             blamed = ([report.locus] if report.locus is not None else []) + [
-                s for s in report.shared if s != report.locus
+                s for s in shared_credit(report) if s != report.locus
             ]
             for step in blamed:
                 actor = report.steps[step].actor
                 hit = next(
-                    (w for w in self.fail_on_blame if w in ("any", actor, str(step))),
+                    (w for w in self.fail_on_blame if w in ("any", actor) or _step_index(w) == step),
                     None,
                 )
                 if hit is not None:
                     role = "is the locus" if step == report.locus else "shares the credit"
                     tripped.append(f"step {step} ({actor}) {role} (--fail-on-blame {hit})")
         return tripped
+
+
+def _step_index(who: str) -> int | None:
+    """`--fail-on-blame 3` (or `03`) names step 3; an actor id is not a step index."""
+    return int(who) if who.isascii() and who.isdigit() else None

@@ -31,7 +31,14 @@ from car.batch import TraceResult
 from car.formats import OutputFormat
 from car.gates import worst
 from car.render import literal, render_json, render_table
-from car.report import Estimate, Report, ShapleyPlayer, label_agreement, label_line
+from car.report import (
+    Estimate,
+    Report,
+    ShapleyPlayer,
+    label_agreement,
+    label_line,
+    shared_credit,
+)
 from car.shapley import credited_players
 
 __all__ = [
@@ -66,12 +73,13 @@ def _credited(r: Report) -> list[ShapleyPlayer]:
 
 def credit_text(r: Report) -> str:
     """Who is blamed, in a few words: the locus (and shared steps), or the Shapley split, or "-"."""
+    shared = shared_credit(r)
     if r.locus is not None:
-        extra = [s for s in r.shared if s != r.locus]
+        extra = [s for s in shared if s != r.locus]
         base = f"step {r.locus} ({r.locus_actor})"
         return base + (f"; shared with {', '.join(map(str, extra))}" if extra else "")
-    if r.shared:
-        return "shared: steps " + ", ".join(map(str, r.shared))
+    if shared:
+        return "shared: steps " + ", ".join(map(str, shared))
     credited = _credited(r)
     if credited:  # the contrastive estimator abstained and Shapley split the credit
         shares = [f"{p.id} {p.share:.0%}" for p in credited[:3] if p.share is not None]
@@ -84,11 +92,11 @@ def _outcome(res: TraceResult) -> str:
     if r is None:
         return "error"
     if r.locus is None:
-        if r.shared:
+        if shared_credit(r):
             return "shared"
         credited = _credited(r)
         return "abstained" if not credited else ("shared" if len(credited) >= 2 else "blamed")
-    return "shared" if len(r.shared) >= 2 else "blamed"
+    return "shared" if shared_credit(r) else "blamed"
 
 
 def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:

@@ -220,6 +220,12 @@ class Report(_Model):
         return self
 
 
+def shared_credit(report: Report) -> list[int]:
+    """The steps that share the credit: two or more significant drops (`shared`); one alone is not
+    shared credit, whether or not a locus was named."""
+    return list(report.shared) if len(report.shared) >= 2 else []
+
+
 def label_agreement(report: Report) -> tuple[bool | None, bool | None]:
     """Whether car's locus is the labelled step, and its actor the labelled agent (None: no such
     label). An abstention agrees with nothing."""

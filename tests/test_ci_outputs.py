@@ -644,7 +644,7 @@ def test_an_empty_trace_path_is_a_usage_error(work: Path, capsys: pytest.Capture
     with pytest.raises(InputError, match=r"^TRACES: an empty path \(''\); name a trace file"):
         run_blame(BlameRequest(paths=[""], options=BatchOptions(samples=4, match_samples=0)))
     code, out, err = run(["blame", "", *FAST], capsys)
-    assert (code, out) == (2, "") and "an empty path" in err
+    assert (code, out) == (2, "") and "an empty argument ('')" in err
 
 
 def test_html_for_a_batch_is_refused_before_any_work(
@@ -727,3 +727,59 @@ def test_one_file_at_two_paths_keeps_a_result_for_each(
 
     with RolloutStore(store) as s:
         assert sorted(r.trace_path or "" for r in s.results()) == ["a/pivot.json", "b/pivot.json"]
+
+
+def test_one_significant_drop_is_not_shared_credit() -> None:
+    """Shared credit takes two or more significant drops: an abstention with one is an abstention
+    in the summary, and --fail-on-blame does not say that step shares the credit."""
+    import car
+    from car.gates import Gates
+    from car.outputs import credit_text, summary_rows
+
+    report = car.blame(PIVOT, samples=4, match_samples=0).model_copy(
+        update={"locus": None, "locus_actor": None, "shared": [1]}
+    )
+    result = TraceResult(PIVOT, report.trace_id, "ok", report)
+    assert credit_text(report) == "-"
+    assert summary_rows([result])[0]["outcome"] == "abstained"
+    assert Gates(fail_on_blame=("1", "agent")).check(report) == []
+    both = report.model_copy(update={"shared": [0, 1]})
+    assert credit_text(both) == "shared: steps 0, 1"
+    assert Gates(fail_on_blame=("01",)).check(both) == [
+        "step 1 (agent) shares the credit (--fail-on-blame 01)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("who", "expected"),
+    [("99", "no trace in this run has a step 99"), ("²", "no trace in this run has an actor")],
+)
+def test_fail_on_blame_steps_that_no_trace_has_are_refused(
+    work: Path, capsys: pytest.CaptureFixture[str], who: str, expected: str
+) -> None:
+    code, out, err = run(["blame", PIVOT, *FAST, "--fail-on-blame", who], capsys)
+    assert (code, out) == (2, "") and expected in err
+
+
+def test_a_priced_counter_nobody_reports_is_noted(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--price input_token=...` (a typo) would silently cost 0."""
+    (work / "metered.py").write_text(
+        "from car.sim import make\n"
+        "class Metered:\n"
+        "    spec = 'metered'\n"
+        "    def __init__(self, inner):\n"
+        "        self.inner, self.usage = inner, {'input_tokens': 0}\n"
+        "    async def act(self, decision, key):\n"
+        "        self.usage['input_tokens'] += 10\n"
+        "        return await self.inner.act(decision, key)\n"
+        "def policy(trace):\n"
+        "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
+    )
+    args = ["blame", PIVOT, *FAST, "--policy", "metered.py@policy"]
+    code, _, err = run([*args, "--price", "input_token=2.5"], capsys)
+    assert code == 0
+    assert "car: note: --price input_token: no such counter in this run (reported: input_tokens)" in err
+    code, _, err = run([*args, "--price", "input_tokens=2.5"], capsys)
+    assert code == 0 and "--price" not in err
