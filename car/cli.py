@@ -65,8 +65,11 @@ def _stderr() -> Console:
 
 
 def _fail(exc: BaseException, code: int) -> NoReturn:
-    if _DEBUG:
-        raise exc
+    if _DEBUG:  # the traceback, and still the exit code CI reads (a usage error is 2, not 1)
+        import traceback
+
+        traceback.print_exception(exc)
+        raise SystemExit(code)
     message = " ".join(str(exc).split()) or type(exc).__name__
     print(f"car: error: {message}", file=sys.stderr)
     raise SystemExit(code)
@@ -513,6 +516,11 @@ def main(argv: list[str] | None = None) -> None:
     global _DEBUG
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
+    if "" in args:  # a path option would read '' as '.', the current directory
+        i = args.index("")
+        option = args[i - 1] if i > 0 and args[i - 1].startswith("-") else None
+        what = f"{option}: an empty value" if option else "an empty argument"
+        _fail(CarError(f"{what} (''); give a path or a value"), 2)
     try:
         rv = app(args=args, prog_name="car", standalone_mode=False)
         # Typer turns Ctrl-C into an exit code it returns rather than raises (standalone off).

@@ -193,12 +193,12 @@ def test_bad_options_give_one_line_and_exit_2(run_cli, option: str, value: str, 
 
 @pytest.mark.parametrize("command", ["blame", "validate", "import"])
 def test_debug_shows_the_traceback(run_cli, tmp_path: Path, command: str) -> None:  # type: ignore[no-untyped-def]
-    from car.errors import InputError
-
+    """--debug adds the traceback and keeps the exit code (2 for bad input, as without it)."""
     path = tmp_path / "bad.json"
     path.write_text("{", encoding="utf-8")
-    with pytest.raises(InputError):
-        run_cli(command, path, "--debug")
+    r = run_cli(command, path, "--debug")
+    assert r.code == 2
+    assert "Traceback (most recent call last)" in r.err and "car.errors.InputError" in r.err
 
 
 def test_missing_policy_is_explained(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -264,3 +264,22 @@ def test_components_are_closed_when_the_budget_is_refused() -> None:
     options = BatchOptions(policy=policy, method="shapley", budget=1, samples=2)
     [result] = blame_many([path], options=options)
     assert result.status == "input-error" and policy.closed == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["import", "traces/pivot.json", "-o", ""], "-o: an empty value ('')"),
+        (["validate", ""], "an empty argument ('')"),
+        (["report", ""], "an empty argument ('')"),
+        (["blame", "traces/pivot.json", "--store", ""], "--store: an empty value ('')"),
+    ],
+)
+def test_an_empty_value_is_never_read_as_the_current_directory(
+    run_cli, argv: list[str], expected: str
+) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(*argv)
+    assert (r.code, r.out) == (
+        2,
+        "",
+    ) and r.err.strip() == f"car: error: {expected}; give a path or a value"
