@@ -218,3 +218,12 @@ def test_graded_interval_coverage_with_a_three_level_judge(n: int) -> None:
         )
         hits += fail.low <= mean <= fail.high
     assert hits / 2000 >= 0.93
+
+
+def test_the_advice_after_an_abstention_is_more_than_what_just_failed() -> None:
+    """Three steps whose two samples each all rescue: the normal approximation says 2 would do,
+    the n that did not decide (exact Bonferroni bounds are wider)."""
+    result = estimate_contrastive(np.zeros((3, 2)), np.array([1.0]), factual_exact=True)
+    assert result.locus is None and result.needed_per_step is not None
+    assert result.needed_per_step >= 4
+    assert f"(--samples {result.needed_per_step})" in (result.abstained_reason or "")

@@ -255,7 +255,9 @@ def _abstain(
         )
     z = z_upper(alpha)
     p = min(max(best.fail.estimate, 0.05), 0.95)
-    needed = math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1
+    # The normal approximation can fall at or below the n that just failed to decide (exact bounds
+    # are wider at small n): never advise fewer than twice the samples already taken.
+    needed = max(math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1, 2 * best.fail.n)
     return (
         f"no step's effect is significantly above {min_effect:.0%} at this sample size "
         f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
