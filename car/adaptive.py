@@ -8,7 +8,9 @@ replicate, draw for draw (the fork-reuse invariant): arm j is observed for free.
 costs one rollout per point where the replay leaves the record, not one per arm, and every cell of a
 row is observed, so paired differences between arms stay unbiased.
 
-After each batch of rows (batch = the concurrency) `locus_state` re-decides each position with
+After each batch of rows (`LOOK_ROWS` rows, or an eighth of the rows so far once that is more; never
+the concurrency, so the report is the same at any `--concurrency`) `locus_state` re-decides each
+position with
 anytime-valid confidence sequences. Positions before the latest certainly-significant one cannot
 change the answer and get no more rollouts; the loop stops when the locus is certified at the
 requested confidence, when every open position's interval half-width is at most `target_width`, or when
@@ -36,9 +38,10 @@ from car.trace import Trace
 if TYPE_CHECKING:
     from car.runner import Runner
 
-ROLLOUTS_PER_STEP = 32  # the default budget: this many rollouts per decision step
+__all__ = ["LOOK_ROWS", "ROLLOUTS_PER_STEP", "AdaptiveRun", "blame_adaptive_async", "run_adaptive"]
 
-__all__ = ["ROLLOUTS_PER_STEP", "AdaptiveRun", "blame_adaptive_async", "run_adaptive"]
+ROLLOUTS_PER_STEP = 32  # the default budget: this many rollouts per decision step
+LOOK_ROWS = 8  # rows between the first looks (then an eighth of the rows so far)
 
 Stop = Literal["certified", "target-width", "budget", "nothing-to-attribute"]
 
@@ -64,6 +67,7 @@ async def run_adaptive(
     budget: int = 1000,
     target_width: float | None = None,
     batch: int = 8,
+    concurrency: int = 8,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> AdaptiveRun:
     """The allocation loop (see the module docstring). `budget` counts rollouts, the factual included."""
@@ -120,7 +124,7 @@ async def run_adaptive(
             break
         jobs = [runner.row(row_arms, replicate + j) for j in range(rows)]
         replicate += rows
-        for out, cost in await gather_all(jobs, limit=batch):
+        for out, cost in await gather_all(jobs, limit=concurrency):
             spent += cost
             cells.append(out)
         arms, factual, state = decide(state, drops=False)
@@ -190,7 +194,8 @@ async def blame_adaptive_async(
             min_effect=min_effect,
             budget=budget,
             target_width=target_width,
-            batch=concurrency,
+            batch=LOOK_ROWS,
+            concurrency=concurrency,
             progress=progress,
         )
         matches = await match_draws(replay, match_samples, concurrency, lambda: None)

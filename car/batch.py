@@ -140,6 +140,25 @@ class BatchOptions:
     shapley_method: str = "auto"
     budget_calls: int | None = None
 
+    def __post_init__(self) -> None:
+        if not self.adaptive:
+            return
+        unused = [
+            flag
+            for flag, given in (
+                (f"--method {self.method}", self.method == "shapley"),
+                (f"--players {self.players}", self.players != "steps"),
+                (f"--shapley {self.shapley_method}", self.shapley_method != "auto"),
+                ("--budget-calls", self.budget_calls is not None),
+            )
+            if given
+        ]
+        if unused:
+            raise InputError(
+                f"--adaptive runs no Shapley, so {', '.join(unused)} would be ignored; drop "
+                f"{'it' if len(unused) == 1 else 'them'}, or drop --adaptive"
+            )
+
     def blame_kwargs(self) -> dict[str, Any]:
         common = {
             "policy": self.policy,

@@ -145,3 +145,24 @@ def test_adaptive_rows_respect_the_concurrency() -> None:
     )
     assert report.adaptive is not None and report.adaptive.rows > 100
     assert 1 < policy.peak <= 3
+
+
+def test_adaptive_report_is_the_same_at_any_concurrency() -> None:
+    """Looks come every 8 rows whatever --concurrency is (at 50 it stopped on the budget before)."""
+    trace = record("and")
+    reports = [
+        asyncio.run(blame_adaptive_async(trace, concurrency=c, match_samples=0)) for c in (1, 5, 50)
+    ]
+    first = reports[0].model_dump(exclude={"notes"})
+    assert all(r.model_dump(exclude={"notes"}) == first for r in reports[1:])
+    assert reports[0].adaptive is not None and reports[0].adaptive.stopped == "certified"
+
+
+def test_adaptive_with_shapley_options_is_a_usage_error(capsys) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import TRACES
+
+    with pytest.raises(SystemExit) as exc:
+        main(["blame", str(TRACES / "and.json"), "--adaptive", "--players", "agents", "--no-store"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--adaptive runs no Shapley, so --players agents would be ignored" in err
