@@ -18,6 +18,17 @@ def _isolated_cwd(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 
+@pytest.fixture(autouse=True)
+def _servers_start_reachable() -> None:
+    """A test server may reuse the port of one an earlier test stopped: forget what the process
+    concluded about servers it could not reach."""
+    import sys
+
+    http = sys.modules.get("car.backends.http")
+    if http is not None:
+        http._REACHABILITY.clear()
+
+
 @dataclass
 class Result:
     code: int

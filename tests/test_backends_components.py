@@ -256,3 +256,43 @@ def test_malformed_base_url_is_a_usage_error(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and named in err[0] and "'notaurl'" in err[0]
     assert "not an http:// or https:// URL" in err[0]
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1/v1", "http://[::1]x/v1", "http://[zz]/v1", "http://a]b/v1"]
+)
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        ("option", "--base-url"),
+        ("CAR_BASE_URL", "environment (CAR_*): base_url"),
+        ("OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+        ("pyproject", "pyproject.toml: [tool.car]: base_url"),
+    ],
+)
+def test_unparsable_base_url_is_a_usage_error_naming_its_source(
+    url: str,
+    where: str,
+    named: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # urlsplit raises on broken [IPv6] brackets; that used to escape as "ValueError: Invalid IPv6 URL"
+    # (exit 3) or "Value error, Invalid IPv6 URL".
+    monkeypatch.chdir(tmp_path)
+    args = ["blame", TRACE, "--policy", "openai:m", "--no-store"]
+    if where == "option":
+        args += ["--base-url", url]
+    elif where == "pyproject":
+        (tmp_path / "pyproject.toml").write_text(f"[tool.car]\nbase_url = {json.dumps(url)}\n")
+    else:
+        monkeypatch.setenv(where, url)
+    monkeypatch.setenv("CAR_MAX_ATTEMPTS", "1")  # were it tried, fail quickly (exit 3)
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0] and repr(url) in err[0], err
+    assert "not an http:// or https:// URL with a host" in err[0]
+    assert "Traceback" not in err[0] and "rror," not in err[0]

@@ -171,3 +171,118 @@ def test_a_server_that_answered_keeps_its_retries() -> None:
         await http.aclose()
 
     asyncio.run(main())
+
+
+# -- a server that never answered: one verdict per base URL, for every backend of the process ------
+from collections.abc import Awaitable, Callable, Iterator  # noqa: E402 - appended section
+
+import httpx  # noqa: E402
+
+from car.backends import http as http_backend  # noqa: E402
+
+URL = "http://127.0.0.1:9/v1"  # never contacted: every request goes to a MockTransport
+BODY = {"model": "m", "messages": []}
+
+
+@pytest.fixture(autouse=True)
+def _no_verdicts() -> Iterator[None]:
+    # Verdicts live for the process (per base URL); a test must neither see nor leave one.
+    http_backend._REACHABILITY.clear()
+    yield
+    http_backend._REACHABILITY.clear()
+
+
+class _Server:
+    """A MockTransport whose server is up (answers 200) or down (refuses connections)."""
+
+    def __init__(self, up: bool) -> None:
+        self.up = up
+        self.sent = 0
+        self.on_request: Callable[[], Awaitable[None]] | None = None
+
+    async def handler(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        if self.on_request is not None:
+            await self.on_request()
+        if not self.up:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json={"choices": []})
+
+    def backend(self, name: str = "test") -> HttpBackend:
+        return HttpBackend(
+            name, URL, {}, max_attempts=3, backoff_base=0.0, transport=httpx.MockTransport(self.handler)
+        )
+
+
+async def _fails(http: HttpBackend) -> str:
+    with pytest.raises(BackendError) as info:
+        await http.post_json("chat/completions", BODY)
+    return str(info.value)
+
+
+def test_a_dead_server_is_found_once_per_process_not_once_per_backend() -> None:
+    # `car blame DIR` builds a backend per trace: each used to spend all its retries (7 traces, ~51 s).
+    async def main() -> None:
+        dead = _Server(up=False)
+        first = await _fails(dead.backend("openai"))
+        assert dead.sent == 3 and "openai: cannot reach http://127.0.0.1:9/v1" in first
+        for name in ("openai", "openai-judge"):  # later traces, and other components, of the run
+            again = await _fails(dead.backend(name))
+            assert again == first.replace("openai:", f"{name}:", 1)  # each says who asked
+        assert dead.sent == 3  # nothing more was sent
+
+    asyncio.run(main())
+
+
+def test_the_verdict_lapses_so_a_long_lived_process_tries_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(http_backend, "_now", lambda: clock[0])
+
+    async def main() -> None:
+        server = _Server(up=False)
+        await _fails(server.backend())
+        clock[0] += http_backend.GIVE_UP_SECONDS - 1
+        await _fails(server.backend())
+        assert server.sent == 3  # still given up on
+        clock[0] += 1
+        server.up = True
+        assert await server.backend().post_json("chat/completions", BODY) == {"choices": []}
+        assert server.sent == 4  # tried again, and it answered
+
+    asyncio.run(main())
+
+
+def test_any_answer_from_the_server_clears_the_verdict() -> None:
+    async def main() -> None:
+        server = _Server(up=True)
+        old = server.backend()
+        await old.post_json("chat/completions", BODY)  # a backend that has had an answer ...
+        server.up = False
+        assert "cannot reach" in await _fails(server.backend())  # ... a new one gives up on it
+        sent = server.sent
+        assert "gave up after 3 attempts" in await _fails(old)  # the old one keeps its retries
+        assert server.sent == sent + 3
+        server.up = True
+        await old.post_json("chat/completions", BODY)  # the server answers again: verdict gone
+        assert await server.backend().post_json("chat/completions", BODY) == {"choices": []}
+
+    asyncio.run(main())
+
+
+def test_no_verdict_while_the_server_answers_other_requests() -> None:
+    async def main() -> None:
+        up = _Server(up=True)
+        down = _Server(up=False)  # the same base URL: this backend's requests are the unlucky ones
+        answered = up.backend()
+
+        async def meanwhile() -> None:
+            await answered.post_json("chat/completions", BODY)
+
+        down.on_request = meanwhile
+        message = await _fails(down.backend())
+        assert "gave up after 3 attempts" in message and "cannot reach" not in message
+        down.on_request = None
+        await _fails(down.backend())
+        assert down.sent == 6  # not given up on: the next backend tried in full
+
+    asyncio.run(main())

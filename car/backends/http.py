@@ -4,9 +4,12 @@
   exponential backoff and full jitter, honouring `retry-after-ms` and `Retry-After` (seconds or an
   HTTP date), bounded by `max_attempts` and a cap per wait. Any other status fails at once.
 - A server that has never answered is given up on: once one request has used all its attempts without
-  any HTTP response (connection refused, no route, nothing but timeouts) and no request ever got one,
-  every later request fails at once with the same one-line `BackendError` instead of retrying in turn.
-  A server that answered even once keeps its retries (a 503 or a timeout mid-run is transient).
+  any HTTP response (connection refused, no route, nothing but timeouts) and no request to that server
+  got one meanwhile, every later request fails at once with the same one-line `BackendError` instead
+  of retrying in turn. The verdict belongs to the base URL, not the backend object, so a batch that
+  builds a backend per trace finds a dead server once, not once per trace; it lasts `GIVE_UP_SECONDS`
+  (a long-lived process tries again after that) and any HTTP response from the server clears it.
+  A backend that has had an answer keeps its retries (a 503 or a timeout mid-run is transient).
 - `AdaptiveLimiter` is one limit per backend (base URL), shared by every rollout, judge and simulated
   environment that talks to that server: it halves on a 429 (once per congestion episode) and grows by
   one slot per `limit` successes, up to `max_concurrency`.
@@ -56,6 +59,7 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
+GIVE_UP_SECONDS = 30.0  # how long a server that never answered is failed at once, per base URL
 _PER_SHARD = 8  # requests in flight per httpx client
 MAX_WAIT = 60.0  # the longest single wait between attempts, whatever the server asks
 
@@ -190,6 +194,27 @@ def limiter_for(base_url: str, maximum: int) -> AdaptiveLimiter:
     return lim
 
 
+@dataclass
+class _Reachability:
+    """What this process has seen of the server at one base URL (shared by every backend of it)."""
+
+    answered_at: float = float("-inf")  # `_now()` of the latest HTTP response, whatever its status
+    verdict: str | None = None  # "cannot reach ...": why requests fail at once (without the name)
+    until: float = 0.0  # `_now()` when the verdict lapses
+
+
+_REACHABILITY: dict[str, _Reachability] = {}
+_now = time.monotonic  # a seam, so tests can move the clock without sleeping
+
+
+def _reachability(base_url: str) -> _Reachability:
+    key = base_url.rstrip("/")
+    state = _REACHABILITY.get(key)
+    if state is None:
+        state = _REACHABILITY[key] = _Reachability()
+    return state
+
+
 # A response's `usage` counters under car's names: OpenAI's chat API says prompt/completion, the
 # Anthropic API input/output (and its prompt-cache counters, priced apart).
 _USAGE_NAMES = {
@@ -254,8 +279,8 @@ class HttpBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed_in: asyncio.AbstractEventLoop | None = None
         self._rng = random.Random()  # jitter only: it never touches results
-        self._answered = False  # any HTTP response so far, whatever its status
-        self._unreachable: str | None = None  # the error every request gets once given up on
+        self._answered = False  # any HTTP response to this backend so far, whatever its status
+        self._reach = _reachability(self.base_url)
 
     def __repr__(self) -> str:  # never show headers
         return f"HttpBackend({self.name!r}, {self.base_url!r})"
@@ -304,10 +329,12 @@ class HttpBackend:
         payload = json.dumps(body).encode()
         headers = {"content-type": "application/json"}
         last = "no attempt made"
+        started = _now()
         for attempt in range(self.max_attempts):
-            if self._unreachable is not None:
+            verdict = self._given_up()
+            if verdict is not None:
                 self.stats.failures += 1
-                raise BackendError(self._unreachable) from None
+                raise BackendError(verdict) from None
             retry_after: float | None = None
             async with self.limiter.slot() as epoch:
                 self.stats.requests += 1
@@ -322,6 +349,8 @@ class HttpBackend:
                     self.stats.note("connection")
                 else:
                     self._answered = True
+                    self._reach.answered_at = _now()
+                    self._reach.verdict = None  # it answers: nobody gives up on it any more
                     status = resp.status_code
                     if 200 <= status < 300:
                         try:
@@ -353,16 +382,30 @@ class HttpBackend:
                     backoff_delay(attempt, retry_after, self._rng, base=self.backoff_base)
                 )
         self.stats.failures += 1
-        if not self._answered:
+        # Given up on only if the server answered nobody while this request tried: a response to
+        # another request meanwhile means it is up, and this one was unlucky.
+        if not self._answered and self._reach.answered_at < started:
             tries = f"{self.max_attempts} attempt" + ("s" if self.max_attempts > 1 else "")
-            self._unreachable = self._redact(
-                f"{self.name}: cannot reach {self.base_url}: no answer in {tries} (last: {last}); "
+            self._reach.verdict = self._redact(
+                f"cannot reach {self.base_url}: no answer in {tries} (last: {last}); "
                 "is the server running, and is the base URL right?"
             )
-            raise BackendError(self._unreachable) from None
+            self._reach.until = _now() + GIVE_UP_SECONDS
+            raise BackendError(self._redact(f"{self.name}: {self._reach.verdict}")) from None
         raise BackendError(
             self._redact(f"{self.name}: {url}: gave up after {self.max_attempts} attempts; last: {last}")
         ) from None
+
+    def _given_up(self) -> str | None:
+        """The error every request fails with at once while the server is given up on, else None.
+        A backend that has had an answer keeps its retries whatever other backends concluded."""
+        reach = self._reach
+        if self._answered or reach.verdict is None:
+            return None
+        if _now() >= reach.until:
+            reach.verdict = None  # long enough: try the server again
+            return None
+        return self._redact(f"{self.name}: {reach.verdict}")
 
     def summary(self) -> str | None:
         """One line for the report when anything went wrong on the wire, else None."""

@@ -46,13 +46,24 @@ def current() -> BackendOptions:
 
 def base_url_problem(url: str) -> str | None:
     """Why `url` cannot be a model server's base URL, or None if it can."""
-    parts = urllib.parse.urlsplit(url)
+    problem = "not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)"
     try:
+        # Any of these raises ValueError on an unbalanced or invalid [IPv6] host, or a port that is
+        # not a number or out of range.
+        parts = urllib.parse.urlsplit(url)
         port_ok = parts.port is None or parts.port > 0
-    except ValueError:  # a port that is not a number, or out of range
-        port_ok = False
+    except ValueError:
+        return problem
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        return "not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)"
+        return problem
+    # The client that will send the requests is the last word: urlsplit lets through what httpx
+    # refuses (`http://[::1]x/v1`, control characters). Imported here so `import car` stays light.
+    import httpx
+
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL:
+        return problem
     return None
 
 
