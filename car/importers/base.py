@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 Kind = Literal["json", "jsonl", "zip", "other"]
+_JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson", ".jsonlines"})
 
 ENVIRONMENT = "environment"  # the tool actor that owns results recorded before any turn
 
@@ -97,16 +98,23 @@ def read_document(path: str | Path) -> Document:
         return Document(source, raw, "other", problem=f"invalid JSON: {exc}")
     items: list[Any] = []
     numbers: list[int] = []
+    # A file named as JSON Lines, or whose first record parsed, is JSON Lines with a bad line: the
+    # whole-file error would only say "Extra data" where the second record starts.
+    lines_intent = Path(source).suffix.lower() in _JSONL_SUFFIXES
     # Only "\n" ends a JSON Lines record: U+2028, U+0085 and friends may sit raw inside a string.
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
             items.append(json.loads(line, parse_constant=reject_constant))
-        except (ValueError, RecursionError):
-            # Not JSON Lines either: report the whole-file JSON error, which is the likelier intent.
-            where = f"line {first.lineno} column {first.colno}"
-            return Document(source, raw, "other", problem=f"{where}: invalid JSON: {first.msg}")
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, json.JSONDecodeError) and (items or lines_intent):
+                where, msg = f"line {n} column {exc.colno}", exc.msg
+            elif items or lines_intent:  # NaN or Infinity, or nested too deep: no column
+                where, msg = f"line {n}", str(exc)
+            else:  # not JSON Lines either: the whole-file error is the likelier intent
+                where, msg = f"line {first.lineno} column {first.colno}", first.msg
+            return Document(source, raw, "other", problem=f"{where}: invalid JSON: {msg}")
         numbers.append(n)
     if len(items) < 2:
         where = f"line {first.lineno} column {first.colno}"

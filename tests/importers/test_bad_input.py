@@ -391,3 +391,37 @@ def test_every_field_of_every_fixture_given_a_wrong_type_is_an_input_error(name:
                     _convert(next(k for k, v in FIXTURE_OF.items() if v == name), mutated)
             except InputError as exc:
                 assert "\n" not in str(exc), (path, new)
+
+
+_GOOD = json.dumps(CHAT)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        # lines 1-3 are records: the whole-file parse stops at line 2 ("Extra data"), the bad one is 4
+        ("chats.jsonl", f'{_GOOD}\n{_GOOD}\n{_GOOD}\n{{"messages": [}}\n', "line 4 column 15"),
+        ("chats-crlf.jsonl", f"{_GOOD}\r\n{_GOOD}\r\n\r\n{_GOOD}\r\n  [1, 2\r\n", "line 5 column 9"),
+        ("chats.json", f'{_GOOD}\n{_GOOD}\n{_GOOD}\n{{"messages": [}}\n', "line 4 column 15"),
+        ("chats.ndjson", f'{_GOOD}\n{_GOOD}\n{{"a": NaN}}\n', "line 3: invalid JSON: NaN"),
+        # named JSON Lines, first record broken: the whole-file parse would point past it, at line 3
+        ("first.jsonl", f'{{"messages": [\n{_GOOD}\n', "line 1 column 15"),
+        # a pretty-printed document keeps the whole-file error, which is where it is broken
+        ("pretty.json", '{\n  "messages": [\n    {"role": "user",}\n  ]\n}\n', "line 3 column 21"),
+    ],
+)
+def test_a_broken_json_lines_record_is_named_by_its_own_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
+) -> None:
+    f = tmp_path / name
+    f.write_bytes(content.encode())
+    assert expected in str(read_document(f).problem)
+    for command in (
+        ["validate", str(f)],
+        ["import", str(f)],
+        ["blame", str(f), "--policy", "sim:pivot"],
+    ):
+        assert run(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith(f"car: error: {f}: {expected}"), err
