@@ -443,13 +443,20 @@ def merge(
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Combine shard stores (from `car blame --shard K/N`) into one."""
-    from car.store import RolloutStore
+    from car.store import RolloutStore, merge_source
 
-    with RolloutStore(into) as target:
-        for src in sources:
-            added, present = target.merge_from(src)
-            print(f"{src}: {added} rollouts added, {present} already present", file=sys.stderr)
-        info = target.info()
+    shards = [merge_source(src, into) for src in sources]  # all checked before `into` is made
+    try:
+        with RolloutStore(into) as target:
+            for shard in shards:
+                added, present = target.merge_from(shard)
+                print(
+                    f"{shard.path}: {added} rollouts added, {present} already present", file=sys.stderr
+                )
+            info = target.info()
+    finally:
+        for shard in shards:
+            shard.close()
     print(f"{into}: {info.rollouts} stored rollouts over {info.traces} traces; {info.results} reports")
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "default_store_path",
     "event_key",
     "load_results",
+    "merge_source",
     "namespace",
 ]
 
@@ -358,22 +359,21 @@ class RolloutStore:
         )
         return StoreInfo(str(self.path), size, sum(by_kind.values()), int(traces), int(results), by_kind)
 
-    def merge_from(self, other: str | Path) -> tuple[int, int]:
-        """Copy the rollouts and reports of another store in; returns (added, already present)."""
-        src = RolloutStore(other, create=False)
-        try:
-            added = skipped = 0
-            with self._intact(f"{other} (merging into {self.path})"), self._db:
-                for row in src._db.execute("SELECT * FROM rollouts"):
+    def merge_from(self, src: RolloutStore) -> tuple[int, int]:
+        """Copy the rollouts and reports of another store in, all or nothing; returns (added,
+        already present). Damage found while reading names the source (`merge_source` opens it)."""
+        added = skipped = 0
+        with self._intact(), self._db:
+            for table, verb in (("rollouts", "IGNORE"), ("results", "REPLACE")):
+                with src._intact(f"{src.path} (merging into {self.path})"):
+                    rows = src._db.execute(f"SELECT * FROM {table}").fetchall()
+                for row in rows:
                     cur = self._db.execute(
-                        "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)", row
+                        f"INSERT OR {verb} INTO {table} VALUES (?, ?, ?, ?, ?, ?)", row
                     )
-                    added += cur.rowcount
-                    skipped += 1 - cur.rowcount
-                for row in src._db.execute("SELECT * FROM results"):
-                    self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)", row)
-        finally:
-            src.close()
+                    if table == "rollouts":
+                        added += cur.rowcount
+                        skipped += 1 - cur.rowcount
         return added, skipped
 
     def close(self) -> None:
@@ -385,6 +385,20 @@ class RolloutStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def merge_source(path: str | Path, into: str | Path) -> RolloutStore:
+    """A shard store to merge in, checked before the destination is created: a missing file, a
+    directory or a file that is not a car store (a trace given by mistake) is one line that never
+    suggests deleting it, and opening never writes to such a file."""
+    p = Path(path)
+    where = f"{p} (merging into {into})"
+    hint = "name the shard stores that car blame --store wrote"
+    if not p.is_file():
+        raise StoreError(f"{where}: {'is a directory' if p.is_dir() else 'no such file'}; {hint}")
+    if not _is_car_store(p):
+        raise StoreError(f"{where}: not a car store; {hint}")
+    return RolloutStore(p, create=False)
 
 
 def _is_car_store(p: Path) -> bool:

@@ -408,3 +408,61 @@ def test_interrupt_mid_batch_then_resume_is_identical_with_no_duplicates(
     stored = sum(r["rollouts"]["stored"] for r in final.values())  # type: ignore[index]
     assert stored == runs_at_kill  # every rollout done before the interruption was reused...
     assert fresh == total_runs - runs_at_kill  # ...and only the missing ones were computed
+
+
+def _damaged_store(path: Path) -> Path:
+    """A car store whose schema and meta pages are intact (it opens, and is recognisably car's) but
+    whose rollouts are not: the damage shows only when they are read."""
+    with RolloutStore(path) as store:
+        for i in range(50):
+            store.put("ns", f"k{i}", "h", "run", {"i": i})
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")  # the page size, from the SQLite header
+    for offset in range(3 * size, len(data), size):  # the pages after sqlite_master and meta's
+        data[offset : offset + 8] = b"\x5a" * 8
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_merge_blames_the_damaged_source_not_the_destination(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dest = tmp_path / "dest.sqlite"
+    with RolloutStore(dest) as store:
+        store.put("ns", "mine", "h", "run", {"keep": True})
+    src = _damaged_store(tmp_path / "shard.sqlite")
+    assert _run_main(["merge", str(dest), str(src)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"car: error: {src} (merging into {dest}): the store is damaged"), err
+    assert f"--store {src}" in err and f"--store {dest}" not in err, err
+    with RolloutStore(dest, create=False) as store:  # nothing half-merged
+        assert store.count() == 1 and store.get("ns", "mine") == {"keep": True}
+
+
+@pytest.mark.parametrize("kind", ["trace", "foreign", "missing", "directory"])
+def test_merge_never_offers_to_delete_what_is_not_a_car_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """`car merge m.sqlite trace.json` suggested deleting the trace; and left an empty m.sqlite."""
+    src = tmp_path / "trace.json"
+    if kind == "trace":
+        src.write_bytes((TRACES / "pivot.json").read_bytes())
+    elif kind == "foreign":
+        src = tmp_path / "accounts.db"
+        db = sqlite3.connect(src)
+        db.execute("CREATE TABLE accounts (id INTEGER)")
+        db.commit()
+        db.close()
+    elif kind == "directory":
+        src = tmp_path / "shards"
+        src.mkdir()
+    before = src.read_bytes() if src.is_file() else None
+    dest = tmp_path / "new" / "m.sqlite"
+    assert _run_main(["merge", str(dest), str(src)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"car: error: {src} (merging into {dest}): "), err
+    assert "car cache clear" not in err and "car blame --store" in err, err
+    if before is not None:
+        assert src.read_bytes() == before  # the file was not touched
+    assert not dest.parent.exists()  # nor a destination made
