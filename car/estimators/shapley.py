@@ -195,8 +195,9 @@ def _t_estimate(
     """Mean of independent unit vectors with a Student-t interval and the variance floor.
 
     The floor is the variance one unseen unit would add if it sat a full scale away (`scale^2/(P+1)`,
-    scale = the largest |unit| of any player): a player whose P units were all 0 gets a half-width of
-    about `t * scale / P`, the order of the rule of three, instead of a zero-width interval. Where
+    scale = the largest |unit| of any player, or 1 when every unit is 0): a player whose P units were
+    all 0 gets a half-width of about `t * scale / P`, the order of the rule of three, instead of a
+    zero-width interval. Where
     the units are skewed the interval widens towards the tail (`_skew_widening`).
     """
     count, _n = units.shape
@@ -206,7 +207,9 @@ def _t_estimate(
     s2 = units.var(axis=0, ddof=1)
     floored = np.zeros(s2.shape, dtype=bool)
     if floor:
-        scale = float(np.abs(units).max())
+        # No marginal seen anywhere (no rollout was ever rescued) says little: fall back to the
+        # largest a marginal of outcomes in [0, 1] can be, as the contrastive floor does.
+        scale = float(np.abs(units).max()) or 1.0
         floored = s2 < scale * scale / (count + 1)
         s2 = np.maximum(s2, scale * scale / (count + 1))
     se = np.sqrt(s2 / count)
