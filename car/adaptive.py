@@ -186,6 +186,14 @@ async def blame_adaptive_async(
         decisions = trace.decision_steps
         budget = ROLLOUTS_PER_STEP * len(decisions) if budget is None else budget
         _validate(confidence, budget, target_width)
+        if min_effect <= 0 and target_width is None:
+            # A committed later step has effect exactly 0: certifying it "at most 0" needs a bound
+            # of exactly 1 on its failure rate, which no finite sample gives.
+            raise InputError(
+                "--adaptive with --min-effect 0 can never certify (a step with no effect is never "
+                "certified at or below 0) and would spend its whole budget: give --min-effect above "
+                "0, or --target-width to stop on precision"
+            )
         if concurrency < 1:
             raise InputError(f"--concurrency must be at least 1, got {concurrency}")
         run = await run_adaptive(

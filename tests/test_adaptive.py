@@ -166,3 +166,13 @@ def test_adaptive_with_shapley_options_is_a_usage_error(capsys) -> None:  # type
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--adaptive runs no Shapley, so --players agents would be ignored" in err
+
+
+def test_adaptive_refuses_min_effect_0(capsys) -> None:  # type: ignore[no-untyped-def]
+    """It could never certify (a committed step's effect is exactly 0): it spent every budget."""
+    from tests.conftest import TRACES
+
+    with pytest.raises(SystemExit) as exc:
+        main(["blame", str(TRACES / "pivot.json"), "--adaptive", "--min-effect", "0", "--no-store"])
+    assert exc.value.code == 2
+    assert "--adaptive with --min-effect 0 can never certify" in capsys.readouterr().err
