@@ -519,7 +519,13 @@ def headline(report: Report) -> str:
     assert s.effect is not None and s.effect.estimate is not None
     pct = f"{s.effect.estimate:.0%} [{s.effect.low:.0%}, {s.effect.high:.0%}]"
     later = [x.index for x in report.steps if x.decision and x.index > report.locus]
-    tail = f"; from step {later[0]} on the failure was already committed" if later else ""
+    # What the rule shows: no later step's effect is significantly above --min-effect (with few
+    # samples a later step may still matter; it is not shown to).
+    tail = (
+        f"; from step {later[0]} on, no step is shown to remove more than {report.min_effect:.0%}"
+        if later
+        else ""
+    )
     return (
         f"Step {s.index} ({s.actor}: {s.action}) is where the run was decided: re-deciding from "
         f"there removes {pct} of the failure{tail}."
