@@ -27,7 +27,7 @@ from car.batch import (
 )
 from car.errors import InputError
 from car.formats import OutputFormat
-from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code
+from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
 from car.store import RolloutStore, default_store_path
@@ -170,11 +170,12 @@ def _check_blame_gate(names: Sequence[str], traces: Sequence[Trace]) -> None:
     for who in names:
         if who == "any" or who in actors:
             continue
-        if who.isascii() and who.isdigit():
-            if int(who) < longest:
+        step = step_index(who)
+        if step is not None:
+            if step < longest:
                 continue
             raise InputError(
-                f"--fail-on-blame {who}: no trace in this run has a step {int(who)} "
+                f"--fail-on-blame {who}: no trace in this run has a step {step} "
                 f"(the longest has {longest} steps, 0-{longest - 1})"
             )
         known = ", ".join(sorted(actors)[:10]) + (", ..." if len(actors) > 10 else "")

@@ -20,7 +20,16 @@ from dataclasses import dataclass
 from car.errors import InputError
 from car.report import Report, shared_credit
 
-__all__ = ["EXIT_BACKEND", "EXIT_GATE", "EXIT_OK", "EXIT_USAGE", "Gates", "final_exit_code", "worst"]
+__all__ = [
+    "EXIT_BACKEND",
+    "EXIT_GATE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Gates",
+    "final_exit_code",
+    "step_index",
+    "worst",
+]
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_BACKEND = 0, 1, 2, 3
 _SEVERITY = {EXIT_OK: 0, EXIT_GATE: 1, EXIT_BACKEND: 2, EXIT_USAGE: 3}
@@ -80,7 +89,7 @@ class Gates:
             for step in blamed:
                 actor = report.steps[step].actor
                 hit = next(
-                    (w for w in self.fail_on_blame if w in ("any", actor) or _step_index(w) == step),
+                    (w for w in self.fail_on_blame if w in ("any", actor) or step_index(w) == step),
                     None,
                 )
                 if hit is not None:
@@ -89,6 +98,6 @@ class Gates:
         return tripped
 
 
-def _step_index(who: str) -> int | None:
+def step_index(who: str) -> int | None:
     """`--fail-on-blame 3` (or `03`) names step 3; an actor id is not a step index."""
     return int(who) if who.isascii() and who.isdigit() else None
