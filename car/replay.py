@@ -334,8 +334,11 @@ class Replay:
         traj = Trajectory(self.trace, tuple(turns), truncated)
         try:
             value = await self.scorer.score(traj, self.key(replicate, -1, "score"))
-            if value is not None and not 0.0 <= value <= 1.0:
-                raise RolloutError(f"scorer {self.scorer.spec!r} returned {value!r}, outside [0, 1]")
+            if value is not None and not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
+                raise RolloutError(
+                    f"scorer {self.scorer.spec!r} returned {value!r}: a score is a number in [0, 1] "
+                    "(1 = failed), or None when it cannot score"
+                )
         except Exception as exc:
             return self._errored(plan, replicate, turns, states, calls, exc)
         self.counters.rollouts += 1

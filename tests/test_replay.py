@@ -218,7 +218,24 @@ def test_scorer_out_of_range_is_an_error() -> None:
     trace = load_trace(TRACES / "pivot.json")
     replay = Replay(trace, make_policy("sim:pivot", trace), make_env("sim:pivot", trace), BadScorer())
     ro = run(replay.run(Plan.hold([]), 0))
-    assert ro.status == "error" and "outside [0, 1]" in (ro.error or "")
+    assert ro.status == "error" and "a score is a number in [0, 1]" in (ro.error or "")
+
+
+def test_a_scorer_returning_text_is_named() -> None:
+    """A string made the range check raise TypeError, and the error did not name the scorer."""
+
+    class TextScorer:
+        spec = "text-scorer"
+        deterministic = True
+
+        async def score(self, trajectory: Trajectory, key: EventKey) -> Any:
+            return "failed"
+
+    trace = load_trace(TRACES / "pivot.json")
+    replay = Replay(trace, make_policy("sim:pivot", trace), make_env("sim:pivot", trace), TextScorer())
+    ro = run(replay.run(Plan.hold([]), 0))
+    assert ro.status == "error"
+    assert "scorer 'text-scorer' returned 'failed': a score is a number in [0, 1]" in (ro.error or "")
 
 
 def _recorded_trace() -> Trace:
