@@ -198,6 +198,9 @@ class RolloutStore:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
+        if not create and self.path.is_file() and self.path.stat().st_size == 0:
+            # SQLite would happily make an empty file into a store: reading one never writes.
+            raise StoreError(f"{self.path}: an empty file, not a car store")
         if self.path.is_dir():
             raise StoreError(
                 f"{self.path}: is a directory, not a store file; name a file (--store PATH) or "

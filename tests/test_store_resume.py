@@ -466,3 +466,13 @@ def test_merge_never_offers_to_delete_what_is_not_a_car_store(
     if before is not None:
         assert src.read_bytes() == before  # the file was not touched
     assert not dest.parent.exists()  # nor a destination made
+
+
+def test_reading_an_empty_file_never_makes_it_a_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    assert _run_main(["cache", "info", "--store", str(empty)]) == 2
+    assert "an empty file, not a car store" in capsys.readouterr().err
+    assert empty.stat().st_size == 0
