@@ -28,6 +28,7 @@ from car.batch import (
 from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
+from car.jsonfile import os_reason
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
 from car.store import RolloutStore, default_store_path
@@ -112,20 +113,13 @@ def _is_batch(paths: Sequence[str]) -> bool:
     return p is None or p.is_dir() or (any(c in paths[0] for c in "*?[") and not p.exists())
 
 
-def _why(exc: OSError) -> str:
-    # mkdir(exist_ok=True) raises FileExistsError only when a file sits where a directory should be
-    if isinstance(exc, FileExistsError):
-        return f"{exc.filename} is not a directory"
-    return exc.strerror or str(exc)
-
-
 def prepare_output(path: Path) -> None:
     """Make the missing parent directories of an output file; a path that cannot be a file is an
     input error. Called before any work, so a mistyped `-o` costs no attribution."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"{path}: cannot write the report ({_why(exc)})") from None
+        raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
     if path.is_dir():
         raise InputError(f"{path}: cannot write the report (it is a directory; name a file)")
 
@@ -136,7 +130,7 @@ def write_report(path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"{path}: cannot write the report ({_why(exc)})") from None
+        raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 
 
 def _keep(text: str, path: Path) -> str:
@@ -147,7 +141,7 @@ def _keep(text: str, path: Path) -> str:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
-        return f"could not save it elsewhere either ({_why(exc)})"
+        return f"could not save it elsewhere either ({os_reason(exc)})"
     return f"saved it to {name} instead"
 
 
@@ -235,7 +229,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
                 try:
                     stream_files.append(path.open("w", encoding="utf-8"))
                 except OSError as exc:
-                    raise InputError(f"{path}: cannot write the report ({_why(exc)})") from None
+                    raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 
         def on_result(result: TraceResult) -> None:
             line = jsonl_line(result)

@@ -21,10 +21,19 @@ __all__ = [
     "describe_validation_error",
     "json_path",
     "kind_of",
+    "os_reason",
     "read_bytes",
     "read_json",
     "reject_constant",
 ]
+
+
+def os_reason(exc: OSError) -> str:
+    """Why a file could not be written, in a few words. `mkdir(exist_ok=True)` raises
+    FileExistsError only when a file sits where a directory should be."""
+    if isinstance(exc, FileExistsError):
+        return f"{exc.filename} is not a directory"
+    return exc.strerror or str(exc)
 
 
 class PathError(ValueError):

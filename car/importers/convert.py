@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from car.errors import InputError
+from car.jsonfile import os_reason
 from car.trace import Trace
 
 __all__ = ["write_imported"]
@@ -50,10 +51,8 @@ def _write(path: Path, trace: Trace) -> None:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)  # never leave a partial file behind
             raise
-    except FileExistsError as exc:  # from mkdir: a file sits where a directory should be
-        raise InputError(f"{path}: cannot write the trace ({exc.filename} is not a directory)") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot write the trace ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot write the trace ({os_reason(exc)})") from None
 
 
 def _summary(trace: Trace) -> str:
@@ -89,7 +88,7 @@ def write_imported(
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"{output}: cannot create the directory ({exc.strerror})") from None
+        raise InputError(f"{output}: cannot create the directory ({os_reason(exc)})") from None
     used: set[str] = set()
     for t in traces:
         name = _safe(t.id)
