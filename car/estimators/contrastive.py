@@ -95,11 +95,11 @@ def _t_half(x: np.ndarray, level: float, scale: float) -> float:
     return t_upper((1 - level) / 2, n - 1) * math.sqrt(s2 / n)
 
 
-def _noise_scale(arms: np.ndarray, factual: np.ndarray) -> float:
+def _noise_scale(*rows: np.ndarray) -> float:
     """The largest distance of any outcome from its arm's mean: the floor's scale for graded
     outcomes. If no arm varies at all, the outcome range itself (1): nothing says the spread is 0."""
     largest = 0.0
-    for row in (*arms, factual):
+    for row in rows:
         x = row[~np.isnan(row)]
         if len(x) > 1:
             largest = max(largest, float(np.abs(x - x.mean()).max()))
@@ -109,7 +109,7 @@ def _noise_scale(arms: np.ndarray, factual: np.ndarray) -> float:
 def factual_interval(factual: np.ndarray, level: float = 0.95) -> Interval:
     """The factual arm's failure rate from its replays (NaN: not scored), on its own."""
     x = factual[~np.isnan(factual)]
-    return _mean_interval(x, level, _noise_scale(np.empty((0, len(factual))), factual))
+    return _mean_interval(x, level, _noise_scale(factual))
 
 
 def _upper_one_sided(x: np.ndarray, alpha: float, scale: float) -> float:
@@ -162,7 +162,7 @@ def estimate_contrastive(
     alpha = (1 - level) / 2 / max(m, 1)
     adj_level = 1 - 2 * alpha
     fact_ok = factual[~np.isnan(factual)]
-    scale = _noise_scale(arms, factual)
+    scale = _noise_scale(*arms, factual)
     if factual_exact:
         if len(fact_ok) == 0:
             raise ValueError("an exact factual arm needs its value")
