@@ -22,6 +22,7 @@ from car.batch import (
     TraceResult,
     blame_many_async,
     check_caps,
+    expand_paths,
     plan_batch,
     total_estimate,
 )
@@ -36,6 +37,7 @@ from car.trace import Trace
 
 __all__ = [
     "BlameRequest",
+    "check_outputs",
     "open_store",
     "parse_prices",
     "parse_reports",
@@ -124,6 +126,36 @@ def prepare_output(path: Path) -> None:
         raise InputError(f"{path}: cannot write the report (it is a directory; name a file)")
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: spelled differently, through a link, or a hard link."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.samefile(b)
+    except (OSError, RuntimeError):  # one does not exist yet (or a link loops): two files
+        return False
+
+
+def check_outputs(req: BlameRequest) -> None:
+    """Refuse, before any work, outputs that would overwrite each other or a trace being attributed
+    (every report was written, and the last one silently won)."""
+    named: list[tuple[str, Path]] = [(f"-o {req.output}", req.output)] if req.output else []
+    named += [(f"--report {fmt.value}={path}", path) for fmt, path in req.reports]
+    for i, (flag, path) in enumerate(named):
+        for other, other_path in named[:i]:
+            if _same_file(path, other_path):
+                raise InputError(
+                    f"{other} and {flag} write the same file; give each report its own path"
+                )
+    traces = [Path(p) for p in expand_paths(req.paths) if Path(p).is_file()]
+    for flag, path in named:
+        for trace in traces:
+            if _same_file(path, trace):
+                raise InputError(
+                    f"{flag} would overwrite the trace {trace} it attributes; write the report elsewhere"
+                )
+
+
 def write_report(path: Path, text: str) -> None:
     """Write an output file, making missing parent directories; one-line InputError on failure."""
     prepare_output(path)
@@ -203,6 +235,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     if req.executor not in ("local", "ray"):
         raise InputError(f"--executor must be 'local' or 'ray', got {req.executor!r}")
     check_caps(req.max_rollouts, req.max_policy_calls)
+    check_outputs(req)
 
     planned = plan_batch(req.paths, req.options, req.shard)
     _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])

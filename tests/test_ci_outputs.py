@@ -658,6 +658,38 @@ def test_html_for_a_batch_is_refused_before_any_work(
     assert not (work / "x.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("outputs", "named"),
+    [
+        (["-o", "r.txt", "--report", "json=r.txt"], "-o r.txt and --report json=r.txt"),
+        (
+            ["--report", "json=a.json", "--report", "markdown=./a.json"],
+            "--report json=a.json and --report markdown=a.json",
+        ),
+        (
+            ["--format", "jsonl", "-o", "out/r.jsonl", "--report", "jsonl=out/../out/r.jsonl"],
+            "-o out/r.jsonl and --report jsonl=out/../out/r.jsonl",
+        ),
+        (["-o", "pivot.json"], "-o pivot.json would overwrite the trace pivot.json"),
+    ],
+)
+def test_two_outputs_naming_one_file_are_refused_before_any_work(
+    work: Path, capsys: pytest.CaptureFixture[str], outputs: list[str], named: str
+) -> None:
+    """Each report overwrote the one before in the same file, silently; or the trace itself."""
+    (work / "pivot.json").write_text(Path(PIVOT).read_text())
+    (work / "out").mkdir()
+    before = sorted(p.name for p in work.iterdir())
+    args = ["blame", "pivot.json", "--samples", "4", "--match-samples", "4", *outputs]
+    for extra in ([], ["--dry-run"]):
+        code, out, err = run([*args, *extra], capsys)
+        assert (code, out) == (2, "")
+        (line,) = err.splitlines()
+        assert line.startswith(f"car: error: {named}") and "Traceback" not in line
+        assert sorted(p.name for p in work.iterdir()) == before  # no report, no store
+    assert (work / "pivot.json").read_text() == Path(PIVOT).read_text()
+
+
 def test_output_parent_directories_are_made(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, _ = run(["blame", PIVOT, *FAST, "--format", "json", "-o", "new/dir/r.json"], capsys)
     assert code == 0
