@@ -203,6 +203,9 @@ class TraceResult:
     fresh_policy_calls: int = 0  # what the budget guard charges when there is no report
     usage: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
+    # Re-rendered results only (`car report`): what sets this analysis apart from the others of its
+    # trace, with its report id (`1a2b3c4d: samples 8`); None when the trace was analysed once.
+    analysis: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -210,7 +213,8 @@ class TraceResult:
 
     @property
     def label(self) -> str:
-        return self.path or self.trace_id or "?"
+        name = self.path or self.trace_id or "?"
+        return f"{name} [{self.analysis}]" if self.analysis else name
 
     def to_record(self) -> dict[str, Any]:
         """The JSONL record (`car.record/v1`)."""

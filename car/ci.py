@@ -367,8 +367,13 @@ def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:
     return True
 
 
-def rerender(source: str | Path, fmt: str, *, trace: Path | None = None) -> str:
-    """Render saved reports (a store, a report JSON or batch JSONL) in any output format."""
+def rerender(source: str | Path, fmt: str, *, trace: Path | None = None, pick: str | None = None) -> str:
+    """Render saved reports (a store, a report JSON or batch JSONL) in any output format.
+
+    A trace analysed several ways (other samples, seed, method, budget, ...) is listed once per
+    analysis, labelled with its report id and what sets it apart; `pick` keeps the reports of one
+    trace (its path or id) or one report id (a prefix of at least 4 digits will do).
+    """
     from car.report import load_report
 
     p = Path(source)
@@ -376,14 +381,143 @@ def rerender(source: str | Path, fmt: str, *, trace: Path | None = None) -> str:
     reports = [load_report(p)] if p.suffix == ".json" and p.is_file() else _stored_reports(p)
     if not reports:
         raise InputError(f"{source}: no stored reports (run `car blame` with a store first)")
+    found = _analyses(reports)
+    if pick is not None:
+        found = _pick(found, pick, source)
     if OutputFormat(fmt) is OutputFormat.html:
         from car.html import html_page
 
-        if len(reports) != 1:
-            raise InputError(f"{source}: holds {len(reports)} reports; --format html renders one")
-        return html_page(reports[0], near=p.parent, given=trace)
-    results = [TraceResult(r.trace_path or r.trace_id, r.trace_id, _status_of(r), r) for r in reports]
+        if len(found) != 1:
+            what = f"--pick {pick} matches" if pick is not None else "holds"
+            raise InputError(
+                f"{source}: {what} {len(found)} reports; --format html renders one: choose it with "
+                f"--pick {_choices(found, source)}"
+            )
+        return html_page(found[0].report, near=p.parent, given=trace)
+    results = [
+        TraceResult(
+            a.report.trace_path or a.report.trace_id,
+            a.report.trace_id,
+            _status_of(a.report),
+            a.report,
+            # differs is "" when only a setting the label leaves out differs: the id still tells
+            analysis=None if a.differs is None else a.id + (f": {a.differs}" if a.differs else ""),
+        )
+        for a in found
+    ]
     return render_output(OutputFormat(fmt), results, batch=len(results) > 1)
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    report: Report
+    id: str  # the first digits of its store key (`result_key`): one per analysis
+    differs: str | None  # what sets it apart from the other analyses of its trace (None: the only one)
+
+
+_ID_DIGITS = 8
+_MIN_PICK_DIGITS = 4
+
+
+def _settings(report: Report) -> dict[str, str]:
+    """What an analysis was asked to do, by name: the settings `result_key` tells apart."""
+    out: dict[str, str] = {}
+    if report.adaptive is not None:
+        ad = report.adaptive
+        out |= {"method": "adaptive", "confidence": f"{ad.confidence:g}", "budget": str(ad.budget)}
+        if ad.target_width is not None:
+            out["target width"] = f"{ad.target_width:g}"
+    elif report.shapley is not None:
+        sh = report.shapley
+        out["method"] = f"shapley {sh.method}"
+        out["players"] = sh.players_kind
+        if sh.players_kind == "groups":
+            out["players"] += " " + ";".join(",".join(map(str, p.steps)) for p in sh.players)
+        for name, value in (
+            ("budget", sh.budget_limit),
+            ("budget calls", sh.budget_calls_limit),
+            ("target width", sh.target_width),
+        ):
+            if value is not None:
+                out[name] = f"{value:g}"
+    else:
+        out["method"] = report.method
+    out |= {
+        "samples": str(report.samples),
+        "match samples": str(report.match_samples),
+        "seed": str(report.seed),
+        "level": f"{report.level:g}",
+        "min effect": f"{report.min_effect:g}",
+        "policy": report.specs.policy,
+        "env": report.specs.env,
+        "scorer": report.specs.scorer,
+        "trace content": report.trace_hash[:_ID_DIGITS],  # the file changed between two analyses
+    }
+    return out
+
+
+def _analyses(reports: Sequence[Report]) -> list[_Analysis]:
+    """One entry per analysis (a source that holds one twice keeps the last, as the store does),
+    in the source's order; the analyses of a trace analysed several ways say what differs."""
+    from car.batch import result_key
+
+    by_key = {result_key(r): r for r in reports}
+    groups: dict[str, list[tuple[str, Report]]] = {}
+    for key, r in by_key.items():
+        groups.setdefault(r.trace_path or r.trace_id, []).append((key, r))
+    out = []
+    for key, r in by_key.items():
+        group = groups[r.trace_path or r.trace_id]
+        differs = None
+        if len(group) > 1:
+            mine = _settings(r)
+            others = [_settings(o) for _, o in group]
+            differs = ", ".join(
+                value if name == "method" else f"{name} {value}"  # "shapley exact" says enough
+                for name, value in mine.items()
+                if any(o.get(name) != value for o in others)
+            )
+        out.append(_Analysis(r, key[:_ID_DIGITS], differs))
+    return out
+
+
+def _pick(found: Sequence[_Analysis], pick: str, source: str | Path) -> list[_Analysis]:
+    """The reports of a trace (its path as recorded or as a file, or its id), else of a report id."""
+
+    def same_trace(r: Report) -> bool:
+        if pick == r.trace_id or pick == r.trace_path:
+            return True
+        return r.trace_path is not None and _same_file(Path(pick), Path(r.trace_path))
+
+    chosen = [a for a in found if same_trace(a.report)]
+    if chosen:
+        return chosen
+    digits = pick.lower()
+    if len(digits) < _MIN_PICK_DIGITS or any(c not in "0123456789abcdef" for c in digits):
+        hint = " (a report id has at least 4 of its digits)" if len(digits) < _MIN_PICK_DIGITS else ""
+        raise InputError(
+            f"{source}: --pick {pick!r}: no report of that trace path or id{hint}; "
+            f"`car report {source}` lists them"
+        )
+    chosen = [a for a in found if a.id.startswith(digits)]
+    if not chosen:
+        raise InputError(
+            f"{source}: --pick {pick!r}: no report of that trace path or id, nor report id; "
+            f"`car report {source}` lists them"
+        )
+    return chosen
+
+
+def _choices(found: Sequence[_Analysis], source: str | Path, most: int = 4) -> str:
+    """How to --pick each of these, for an error line: a report id, and what it is."""
+    one_trace = len({a.report.trace_path or a.report.trace_id for a in found}) == 1
+    shown = []
+    for a in found[:most]:
+        name = a.report.trace_path or a.report.trace_id
+        what = (a.differs or name) if one_trace else (f"{name}: {a.differs}" if a.differs else name)
+        shown.append(f"{a.id} ({what})")
+    more = f", or one of {len(found) - most} more (`car report {source}` lists them)"
+    return ", ".join(shown) + (more if len(found) > most else "")
 
 
 def _stored_reports(source: Path) -> list[Report]:

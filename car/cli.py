@@ -475,6 +475,15 @@ def report_cmd(
         Path | None,
         typer.Option(help="The trace, for the HTML timeline (default: the report's trace_path)."),
     ] = None,
+    pick: Annotated[
+        str | None,
+        typer.Option(
+            help="Only the reports of this trace (its path or id), or this report: a trace analysed "
+            "several ways is listed once per analysis as 'PATH [ID: what differs]'; give the ID "
+            "(or its first 4+ digits). --format html needs it when SOURCE holds several reports.",
+            metavar="WHICH",
+        ),
+    ] = None,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Re-render saved results in any format, without new model calls."""
@@ -483,7 +492,7 @@ def report_cmd(
     from car.ci import rerender, write_report
 
     _check_html_destination(fmt, output)
-    text = rerender(source, fmt, trace=trace)
+    text = rerender(source, fmt, trace=trace, pick=pick)
     if output is None:
         sys.stdout.write(text)
         return

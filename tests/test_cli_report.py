@@ -177,3 +177,81 @@ def test_report_output_makes_missing_directories_and_refuses_a_directory(
     assert err.strip() == f"report written to {target}"
     code, out, err = run(capsys, "report", str(saved), "-o", str(saved.parent))
     assert (code, out) == (2, "") and "it is a directory; name a file" in err
+
+
+@pytest.fixture
+def analyses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A store with two analyses of support-refund (8 and 4 samples per step) and one of pivot."""
+    store = tmp_path / "s.sqlite"
+    pivot = ROOT / "traces" / "pivot.json"
+    for trace, samples in ((TRACE, "8"), (TRACE, "4"), (pivot, "4")):
+        args = [str(trace), "--samples", samples, "--match-samples", "2", "--method", "contrastive"]
+        code, _, err = run(capsys, "blame", *args, "--store", str(store), "--format", "json")
+        assert code == 0, err
+    return store
+
+
+def _ids(listing: str) -> dict[str, str]:
+    """Report id by samples per step, from the Markdown listing's `[ID: samples N]` labels."""
+    import re
+
+    return {m[1]: m[0] for m in re.findall(r"\\\[([0-9a-f]{8}): samples (\d+)\\\]", listing)}
+
+
+def test_report_listing_tells_analyses_of_one_trace_apart(
+    analyses: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Several analyses of one trace were listed under the same name, with nothing to tell them apart."""
+    code, out, _ = run(capsys, "report", str(analyses), "--format", "markdown")
+    assert code == 0
+    ids = _ids(out)
+    assert sorted(ids) == ["4", "8"] and ids["4"] != ids["8"]
+    assert f"### {TRACE} \\[{ids['8']}: samples 8\\]" in out.replace("\\_", "_")
+    assert "pivot.json \\[" not in out  # a trace analysed once needs no label
+    code, out, _ = run(capsys, "report", str(analyses), "--format", "json")
+    assert [r["trace"] for r in json.loads(out)["records"]].count(str(TRACE)) == 2  # paths stay paths
+
+
+def test_report_pick_chooses_one_analysis_for_html(
+    analyses: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "report", str(analyses), "--format", "html")
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert f"{analyses}: holds 3 reports; --format html renders one: choose it with --pick" in line
+    _, listing, _ = run(capsys, "report", str(analyses), "--format", "markdown")
+    ids = _ids(listing)
+    for which, samples in ((ids["4"], 4), (ids["8"][:5], 8)):
+        code, out, err = run(capsys, "report", str(analyses), "--format", "html", "--pick", which)
+        assert code == 0 and out.startswith("<!DOCTYPE html>"), err
+        code, out, _ = run(capsys, "report", str(analyses), "--format", "json", "--pick", which)
+        assert code == 0 and json.loads(out)["samples"] == samples
+    # A trace analysed once is picked by its path or its id.
+    for which in (str(ROOT / "traces" / "pivot.json"), "pivot-0"):
+        code, out, err = run(capsys, "report", str(analyses), "--format", "html", "--pick", which)
+        assert code == 0 and out.startswith("<!DOCTYPE html>"), err
+    # A path that picks two analyses is fine for a listing, ambiguous for one page.
+    code, out, _ = run(capsys, "report", str(analyses), "--format", "jsonl", "--pick", str(TRACE))
+    assert code == 0 and len(out.splitlines()) == 2
+    code, out, err = run(capsys, "report", str(analyses), "--format", "html", "--pick", str(TRACE))
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert f"--pick {TRACE} matches 2 reports" in line
+    assert f"{ids['8']} (samples 8)" in line and f"{ids['4']} (samples 4)" in line
+
+
+@pytest.mark.parametrize(
+    ("which", "expected"),
+    [
+        ("traces/nope.json", "--pick 'traces/nope.json': no report of that trace path or id"),
+        ("ffffffff", "--pick 'ffffffff': no report of that trace path or id, nor report id"),
+        ("abc", "no report of that trace path or id (a report id has at least 4 of its digits)"),
+    ],
+)
+def test_report_pick_that_matches_nothing_is_one_clear_error(
+    analyses: Path, capsys: pytest.CaptureFixture[str], which: str, expected: str
+) -> None:
+    code, out, err = run(capsys, "report", str(analyses), "--pick", which)
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"car: error: {analyses}: ") and expected in line, line
