@@ -7,6 +7,7 @@ is_error}` becomes an observation of the step that made the call; `server_tool_u
 are calls too, answered inside the same turn by `*_tool_result {tool_use_id, content}` blocks (their
 content kept as text, or as JSON when it is not text); `thinking` is kept in step metadata; images and
 documents are not imported, nor are block types car does not know (a warning names them).
+Integer ids are read as their decimal strings.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class AnthropicMessages:
             elif kind.endswith("_tool_result"):
                 # web_search_tool_result, code_execution_tool_result, mcp_tool_result, ...: the
                 # result of a server_tool_use call of this same turn.
-                call_id = (at / j / "tool_use_id").string(blk.get("tool_use_id"), "the tool_use id")
+                call_id = (at / j / "tool_use_id").call_id(blk.get("tool_use_id"), "the tool_use id")
                 content = blk.get("content")
                 error = blk.get("is_error") is True or (
                     isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
@@ -150,7 +151,7 @@ class AnthropicMessages:
                 name = (at / j / "name").string(blk.get("name"), "the tool name")
                 if not name:
                     (at / j / "name").fail("a non-empty tool name", name)
-                call_id = (at / j / "id").string(blk.get("id"), "the tool_use id")
+                call_id = (at / j / "id").call_id(blk.get("id"), "the tool_use id")
                 args = blk.get("input", {})
                 args = (at / j / "input").obj(args, "the tool input as an object")
                 calls.append(ToolCall(id=call_id, name=name, arguments=args))
@@ -175,7 +176,7 @@ class AnthropicMessages:
             blk = (at / j).obj(raw, "a content block {type, ...}")
             kind = (at / j / "type").string(blk.get("type"), "a block type")
             if kind == "tool_result":
-                call_id = (at / j / "tool_use_id").string(blk.get("tool_use_id"), "the tool_use id")
+                call_id = (at / j / "tool_use_id").call_id(blk.get("tool_use_id"), "the tool_use id")
                 content = text_of(blk.get("content"), at / j / "content")
                 if isinstance(blk.get("content"), list) and any(
                     isinstance(p, dict) and p.get("type") in _ATTACHMENTS for p in blk["content"]

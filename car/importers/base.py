@@ -184,6 +184,19 @@ class At:
     def opt_string(self, value: Any, what: str = "a string") -> str | None:
         return None if value is None else self.string(value, what)
 
+    def call_id(self, value: Any, what: str = "a tool-call id") -> str:
+        """A tool-call id as text. Some frameworks number their calls (`"id": 17`): an integer is
+        read as its decimal string on the call and on the result side alike, so the two still pair.
+        A boolean (an int to Python) or a fraction is no id."""
+        expected = f"{what} (a string or an integer)"
+        if isinstance(value, bool):
+            self.fail(expected, value)
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            self.fail(expected, value, detail=f"{value!r} is not an integer")
+        return self.string(value, expected)
+
 
 def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
     """Tool-call arguments as (parsed object, exact recorded string).

@@ -58,7 +58,7 @@ def chat_tool_call(value: Any, at: At) -> ToolCall:
     call_id = call.get("id")
     if call_id is None:
         call_id = f"call_{at.loc[-1]}" if at.loc else "call"
-    call_id = (at / "id").string(call_id if not isinstance(call_id, int) else str(call_id))
+    call_id = (at / "id").call_id(call_id)
     return ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw)
 
 
@@ -128,14 +128,16 @@ def add_chat_messages(
             b.step(who, content, calls, sampling=sampling, metadata=meta)
             continue
         if role in ("tool", "function"):
-            call_id = msg.get("tool_call_id")
-            if call_id is None and role == "tool":
-                call_id = msg.get("id")  # tau2 keys a tool message by the call's id
+            key = "tool_call_id"
+            call_id = msg.get(key)
+            if call_id is None and role == "tool" and msg.get("id") is not None:
+                key, call_id = "id", msg["id"]  # tau2 keys a tool message by the call's id
             if role == "function" and call_id is None:
                 call_id = last_legacy
+            answers = "the id of the tool call this message answers"
             if call_id is None:
-                (here / "tool_call_id").fail("the id of the tool call this message answers", None)
-            call_id = (here / "tool_call_id").string(call_id)
+                (here / key).fail(answers, None)
+            call_id = (here / key).call_id(call_id, answers)
             error = bool(msg.get("error")) or msg.get("is_error") is True
             if not b.observe(call_id, content, is_error=error):
                 b.observe_orphan(call_id, content, is_error=error)

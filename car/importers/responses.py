@@ -150,7 +150,7 @@ class OpenAIResponses:
                     if not name:
                         (here / "name").fail("a non-empty function name", name)
                     call_id = item.get("call_id", item.get("id"))
-                    call_id = (here / "call_id").string(call_id, "the call_id")
+                    call_id = (here / "call_id").call_id(call_id, "the call_id")
                     key = "arguments" if kind == "function_call" else "input"
                     args, raw_args = parse_arguments(item.get(key), here / key)
                     current()["calls"].append(
@@ -158,7 +158,7 @@ class OpenAIResponses:
                     )
                 elif kind in ("function_call_output", "custom_tool_call_output"):
                     flush()
-                    call_id = (here / "call_id").string(item.get("call_id"), "the call_id")
+                    call_id = (here / "call_id").call_id(item.get("call_id"), "the call_id")
                     output = text_of(item.get("output"), here / "output")
                     if not b.observe(call_id, output):
                         b.observe_orphan(call_id, output)

@@ -88,6 +88,43 @@ CORPUS: list[tuple[str, str, str]] = [
         "$.messages[1].tool_calls[0].function.name: expected the tool name, got null",
     ),
     (
+        "chat-call-id-bool.json",
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "tool_calls": [{"id": True, "function": {"name": "t"}}]},
+                ]
+            }
+        ),
+        "$.messages[1].tool_calls[0].id: expected a tool-call id (a string or an integer), got a "
+        "boolean",
+    ),
+    (
+        "chat-result-id-bool.json",
+        json.dumps({"messages": [{"role": "tool", "tool_call_id": False, "content": "b"}]}),
+        "$.messages[0].tool_call_id: expected the id of the tool call this message answers (a "
+        "string or an integer), got a boolean",
+    ),
+    (
+        "anthropic-result-id-float.json",
+        json.dumps(
+            {
+                "system": "s",
+                "messages": [
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": 1.5}]},
+                ],
+            }
+        ),
+        "$.messages[0].content[0].tool_use_id: expected the tool_use id (a string or an integer), "
+        "got a number (1.5 is not an integer)",
+    ),
+    (
+        "responses-call-id-bool.json",
+        json.dumps([{"type": "function_call", "call_id": True, "name": "f", "arguments": "{}"}]),
+        "$[0].call_id: expected the call_id (a string or an integer), got a boolean",
+    ),
+    (
         "anthropic-id.json",
         json.dumps(
             {
@@ -98,12 +135,12 @@ CORPUS: list[tuple[str, str, str]] = [
                 ],
             }
         ),
-        "$.messages[1].content[0].id: expected the tool_use id, got null",
+        "$.messages[1].content[0].id: expected the tool_use id (a string or an integer), got null",
     ),
     (
         "responses-call-id.json",
         json.dumps([{"type": "function_call", "name": "f", "arguments": "{}"}]),
-        "$[0].call_id: expected the call_id, got null",
+        "$[0].call_id: expected the call_id (a string or an integer), got null",
     ),
     (
         "otel-int.json",

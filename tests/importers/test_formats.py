@@ -540,3 +540,95 @@ def test_repeated_call_ids_in_one_action_get_their_results_in_order(tmp_path: Pa
     step = load_any(f).steps[1]
     assert [c.id for c in step.action.tool_calls] == ["c1", "c1#1"]
     assert [(o.call_id, o.content) for o in step.observations] == [("c1", "r1"), ("c1#1", "r2")]
+
+
+_NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "openai-chat",
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": 17, "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                        {"id": 18, "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                    ],
+                },
+                {"role": "tool", "tool_call_id": 18, "content": "r18"},
+                {"role": "tool", "tool_call_id": "17", "content": "r17"},
+            ]
+        },
+    ),
+    (
+        "anthropic",
+        {
+            "system": "s",
+            "messages": [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": 17, "name": "f", "input": {}},
+                        {"type": "tool_use", "id": 18, "name": "f", "input": {}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": 18, "content": "r18"},
+                        {"type": "tool_result", "tool_use_id": "17", "content": "r17"},
+                    ],
+                },
+            ],
+        },
+    ),
+    (
+        "openai-responses",
+        [
+            {"role": "user", "content": "x"},
+            {"type": "function_call", "call_id": 17, "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": 18, "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": 18, "output": "r18"},
+            {"type": "function_call_output", "call_id": "17", "output": "r17"},
+        ],
+    ),
+    (
+        "tau-bench",
+        {
+            "simulations": [
+                {
+                    "id": "s",
+                    "task_id": "t",
+                    "reward_info": {"reward": 1},
+                    "messages": [
+                        {"role": "user", "content": "x"},
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {"id": 17, "name": "f", "arguments": {}},
+                                {"id": 18, "name": "f", "arguments": {}},
+                            ],
+                        },
+                        {"role": "tool", "id": 18, "content": "r18"},
+                        {"role": "tool", "id": "17", "content": "r17"},
+                    ],
+                }
+            ]
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("fmt", "data"), _NUMBERED_CALLS, ids=[n for n, _ in _NUMBERED_CALLS])
+def test_integer_tool_call_ids_become_strings_and_results_still_pair(
+    tmp_path: Path, fmt: str, data: Any
+) -> None:
+    # Some frameworks number their calls; a result may write the same id as a number or a string.
+    t = load_any(_write(tmp_path, "numbered.json", data), fmt=fmt)
+    step = next(s for s in t.steps if s.action.tool_calls)
+    assert [c.id for c in step.action.tool_calls] == ["17", "18"]
+    assert [(o.call_id, o.content) for o in step.observations] == [("18", "r18"), ("17", "r17")]
+    assert "orphan-tool-result" not in codes(t)
