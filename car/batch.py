@@ -268,7 +268,8 @@ class BudgetGuard:
     while others hold reservations (they usually use less than their estimate, and a failed trace
     returns what it did not use) and is skipped only when nothing running could free room. Work an
     estimate leaves out (an automatic Shapley run) is granted while the trace runs, as much of it as
-    the caps leave. Reservations are keyed by the trace's place in the batch.
+    the caps leave once the trace's reservation is settled at what it has spent so far. Reservations
+    are keyed by the trace's place in the batch.
     """
 
     max_rollouts: int | None = None
@@ -303,8 +304,17 @@ class BudgetGuard:
         self._hold(key, need_r, need_c)
         return None
 
-    def grant(self, key: int, rollouts: int, policy_calls: int) -> tuple[int, int]:
-        """Rollouts and policy calls for a running trace's unplanned work: as much as the caps leave."""
+    def grant(
+        self, key: int, rollouts: int, policy_calls: int, *, spent_rollouts: int, spent_calls: int
+    ) -> tuple[int, int]:
+        """Rollouts and policy calls for a running trace's unplanned work: as much as the caps leave
+        once the trace's reservation is settled at what it has spent so far (its estimate is an upper
+        bound: holding it would cut the grant by rollouts that never ran)."""
+        r, c = self.held.get(key, (0, 0))
+        self.held[key] = (spent_rollouts, spent_calls)
+        self.rollouts += spent_rollouts - r
+        self.policy_calls += spent_calls - c
+        self._wake()  # a trace waiting for room may fit now
         if self.max_rollouts is not None:
             rollouts = min(rollouts, max(0, self.max_rollouts - self.rollouts))
         if self.max_policy_calls is not None:
@@ -321,6 +331,9 @@ class BudgetGuard:
             used_c = report.budget.policy_calls if report else result.fresh_policy_calls
             self.rollouts += used_r - r
             self.policy_calls += used_c - c
+        self._wake()
+
+    def _wake(self) -> None:
         self._settled.set()
         self._settled = asyncio.Event()
 
@@ -604,8 +617,12 @@ async def blame_many_async(
                 finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
                 return
 
-            async def grant(rollouts: int, policy_calls: int) -> tuple[int, int]:
-                return budget.grant(i, rollouts, policy_calls)
+            async def grant(
+                rollouts: int, policy_calls: int, *, spent_rollouts: int, spent_calls: int
+            ) -> tuple[int, int]:
+                return budget.grant(
+                    i, rollouts, policy_calls, spent_rollouts=spent_rollouts, spent_calls=spent_calls
+                )
 
             result = await attribute_one(item.path, item.trace, opts, runner, progress, grant)
             budget.settle(i, result)

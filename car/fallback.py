@@ -121,7 +121,12 @@ async def shapley_into_report(
         return report
     if grant is not None and method == "auto":
         wanted_calls = budget_calls or calls_estimate(budget, len(replay.trace.decision_steps))
-        got, got_calls = await grant(budget, wanted_calls)
+        got, got_calls = await grant(
+            budget,
+            wanted_calls,
+            spent_rollouts=report.budget.rollouts,  # the contrastive part's, as the budget counts it
+            spent_calls=report.budget.policy_calls,
+        )
         cuts = []
         if got < budget:
             cuts.append(f"--max-rollouts left {got} of its {budget} rollouts")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,8 +41,16 @@ __all__ = [
     "usage_of",
 ]
 
-# Asks a run-wide budget for (rollouts, policy calls) it did not plan; answers what it grants.
-Grant = Callable[[int, int], Awaitable[tuple[int, int]]]
+
+class Grant(Protocol):
+    """Asks the run-wide budget for work a trace did not plan (an automatic Shapley run): `rollouts`
+    and `policy_calls` wanted, after the trace has spent `spent_rollouts` and `spent_calls` (what it
+    really used, which replaces its estimate in the budget); answers (rollouts, policy calls) granted.
+    """
+
+    def __call__(
+        self, rollouts: int, policy_calls: int, *, spent_rollouts: int, spent_calls: int
+    ) -> Awaitable[tuple[int, int]]: ...
 
 
 def component_config(component: object) -> dict[str, Any]:

@@ -577,29 +577,56 @@ def test_summary_shows_shapley_credit_when_the_contrastive_estimator_abstained()
     assert row["credit"].startswith("Shapley: step ") and "step 0" in row["credit"]
 
 
-@pytest.mark.parametrize("left", [0, 150])
-def test_max_rollouts_caps_an_automatic_shapley_run(left: int) -> None:
+def _contrastive_spend(opts: BatchOptions) -> tuple[int, int]:
+    """Rollouts and policy calls and.json's contrastive part uses (the same with or without Shapley)."""
+    (alone,) = blame_many([TRACES / "and.json"], options=replace(opts, method="contrastive"))
+    assert alone.report is not None
+    return alone.report.budget.rollouts, alone.report.budget.policy_calls
+
+
+@pytest.mark.parametrize("extra", [0, 150])
+def test_max_rollouts_caps_an_automatic_shapley_run(extra: int) -> None:
     """Under `auto` the estimate leaves the possible Shapley run out; when credit turns out shared,
-    the run gets what `--max-rollouts` leaves, and the report says so."""
+    the run gets what `--max-rollouts` leaves after the rollouts the trace used (not its estimate:
+    rollouts that reproduce the record serve later steps too), and the report says so."""
     from car.batch import plan_batch
 
     opts = BatchOptions(samples=32, match_samples=0)  # and.json at seed 0: credit shared, Shapley runs
     (item,) = plan_batch([TRACES / "and.json"], opts)
     assert item.estimate is not None
-    cap = item.estimate.rollouts + left
+    spent, _ = _contrastive_spend(opts)
+    assert spent < item.estimate.rollouts
+    cap = item.estimate.rollouts + extra
     (result,) = blame_many([TRACES / "and.json"], options=opts, max_rollouts=cap)
     report = result.report
     assert result.status == "ok" and report is not None
     assert report.budget.rollouts <= cap
-    if left == 0:
+    left = cap - spent  # was cap - the estimate: 0 and 150
+    assert f"Shapley budget cut: --max-rollouts left {left} of its 1000 rollouts" in report.notes
+    if extra == 0:  # too few to play the game: reported, and the contrastive result stands
         assert report.shapley is None
-        assert any("not run: --max-rollouts left 0 of its 1000 rollouts" in n for n in report.notes)
+        assert any(n.startswith("Shapley (credit looks shared") and "not run" in n for n in report.notes)
     else:
-        assert report.shapley is not None and report.budget.rollouts > item.estimate.rollouts
-        assert "Shapley budget cut: --max-rollouts left 150 of its 1000 rollouts" in report.notes
+        assert report.shapley is not None and report.shapley.budget_limit == left
+        assert report.budget.rollouts > item.estimate.rollouts
     uncapped = blame_many([TRACES / "and.json"], options=opts)[0].report
     assert uncapped is not None and uncapped.shapley is not None
     assert uncapped.budget.rollouts > cap
+
+
+def test_a_grant_counts_what_the_trace_spent_and_what_others_hold() -> None:
+    from car.batch import BudgetGuard, WorkEstimate
+
+    guard = BudgetGuard(max_rollouts=100, max_policy_calls=1000)
+    assert guard.reserve(0, WorkEstimate(1, 60, 0, 500)) is None
+    assert guard.reserve(1, WorkEstimate(1, 30, 0, 300)) is None  # another trace, still running
+    # Trace 0 used 40 of its 60 rollouts and 450 of its 500 calls: 100 - 40 - 30 rollouts are left.
+    assert guard.grant(0, 1000, 3000, spent_rollouts=40, spent_calls=450) == (30, 250)
+    assert guard.held[0] == (70, 700) and (guard.rollouts, guard.policy_calls) == (100, 1000)
+    # A trace that used more than its estimate (longer rollouts make more calls) gets nothing more.
+    guard = BudgetGuard(max_rollouts=100, max_policy_calls=1000)
+    assert guard.reserve(0, WorkEstimate(1, 60, 0, 900)) is None
+    assert guard.grant(0, 1000, 3000, spent_rollouts=60, spent_calls=1100) == (40, 0)
 
 
 def test_max_policy_calls_caps_an_automatic_shapley_run() -> None:
@@ -608,13 +635,19 @@ def test_max_policy_calls_caps_an_automatic_shapley_run() -> None:
     opts = BatchOptions(samples=32, match_samples=0)
     (item,) = plan_batch([TRACES / "and.json"], opts)
     assert item.estimate is not None
+    _, spent_calls = _contrastive_spend(opts)
+    assert spent_calls < item.estimate.policy_calls
     cap = item.estimate.policy_calls + 300
+    left = cap - spent_calls  # was cap - the estimate: 300
     (result,) = blame_many([TRACES / "and.json"], options=opts, max_policy_calls=cap)
     report = result.report
     assert result.status == "ok" and report is not None and report.shapley is not None
-    assert "Shapley budget cut: --max-policy-calls left 300 of about 3000 policy calls" in report.notes
-    assert report.shapley.budget_calls_limit == 300
-    assert 0 < report.shapley.budget.policy_calls <= 300
+    assert (
+        f"Shapley budget cut: --max-policy-calls left {left} of about 3000 policy calls" in report.notes
+    )
+    assert report.shapley.budget_calls_limit == left
+    assert 0 < report.shapley.budget.policy_calls <= left
+    assert report.budget.policy_calls <= cap
 
 
 def test_a_file_whose_name_looks_like_a_glob_is_that_one_trace(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,8 +97,11 @@ def test_ray_grants_an_automatic_shapley_run_what_the_cap_leaves(local_ray: None
     planned = plan_batch([TRACES / "and.json"], opts)
     assert planned[0].estimate is not None
     cap = planned[0].estimate.rollouts + 150
+    (alone,) = blame_many([TRACES / "and.json"], options=replace(opts, method="contrastive"))
+    assert alone.report is not None
+    left = cap - alone.report.budget.rollouts  # what the contrastive part spent, not its estimate
     (result,) = run_ray(options=opts, store=None, concurrency=2, planned=planned, max_rollouts=cap)
     report = result.report
     assert report is not None and report.shapley is not None
     assert report.budget.rollouts <= cap
-    assert "Shapley budget cut: --max-rollouts left 150 of its 1000 rollouts" in report.notes
+    assert f"Shapley budget cut: --max-rollouts left {left} of its 1000 rollouts" in report.notes

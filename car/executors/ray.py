@@ -96,8 +96,12 @@ def _attribute_task(
     memory = MemoryStore(rows)
     runner = Runner(memory, concurrency, limiter=_ActorLimiter(slots))
 
-    async def grant(rollouts: int, policy_calls: int) -> tuple[int, int]:
-        granted: tuple[int, int] = await guard.grant.remote(key, rollouts, policy_calls)
+    async def grant(
+        rollouts: int, policy_calls: int, *, spent_rollouts: int, spent_calls: int
+    ) -> tuple[int, int]:
+        granted: tuple[int, int] = await guard.grant.remote(
+            key, rollouts, policy_calls, spent_rollouts=spent_rollouts, spent_calls=spent_calls
+        )
         return granted
 
     with configure(**asdict(backend)):
