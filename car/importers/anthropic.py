@@ -5,9 +5,10 @@ message list, or a JSON array / JSON Lines of such requests. Blocks: `text`; `to
 input}` (arguments are an object: there is no raw string to keep); `tool_result {tool_use_id, content,
 is_error}` becomes an observation of the step that made the call; `server_tool_use` / `mcp_tool_use`
 are calls too, answered inside the same turn by `*_tool_result {tool_use_id, content}` blocks (their
-content kept as text, or as JSON when it is not text); `thinking` is kept in step metadata; images and
-documents are not imported, nor are block types car does not know (a warning names them).
-Integer ids are read as their decimal strings.
+content kept as text, or as JSON when it is not text); `thinking` and `redacted_thinking` blocks are
+kept verbatim in step metadata (a replay cannot send them back: a warning says so); images and
+documents are not imported, nor are block types car does not know (a warning names them). Integer
+ids are read as their decimal strings.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class AnthropicMessages:
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
         b.actor("assistant", "agent", system_prompt=system or None, tools=tools)
+        thinking: list[tuple[At, str]] = []  # where each thinking block sits, and its type
         for i, raw in enumerate(messages):
             here = msg_at / i
             msg = here.obj(raw, "a message {role, content}")
@@ -123,15 +125,19 @@ class AnthropicMessages:
             else:
                 blocks = (here / "content").arr(content, "a string or a list of content blocks")
             if role == "assistant":
-                self._assistant(b, blocks, here / "content", sampling)
+                self._assistant(b, blocks, here / "content", sampling, thinking)
             else:
                 self._user(b, blocks, here / "content")
+        if thinking:
+            b.warn("thinking-not-replayed", _not_replayed(thinking))
         return b.build(trace_id=default_id, fidelity="B", locator=locator, at=at)
 
-    def _assistant(self, b: Builder, blocks: list[Any], at: At, sampling: Any) -> None:
+    def _assistant(
+        self, b: Builder, blocks: list[Any], at: At, sampling: Any, seen: list[tuple[At, str]]
+    ) -> None:
         texts: list[str] = []
         calls: list[ToolCall] = []
-        thinking: list[str] = []
+        thinking: list[dict[str, Any]] = []
         results: list[tuple[str, str, bool]] = []  # server tools run inside the turn
         for j, raw in enumerate(blocks):
             blk = (at / j).obj(raw, "a content block {type, ...}")
@@ -156,16 +162,15 @@ class AnthropicMessages:
                 args = (at / j / "input").obj(args, "the tool input as an object")
                 calls.append(ToolCall(id=call_id, name=name, arguments=args))
             elif kind in ("thinking", "redacted_thinking"):
-                if isinstance(blk.get("thinking"), str):
-                    thinking.append(blk["thinking"])
+                thinking.append(blk)
+                seen.append((at / j, kind))
             elif kind in _COMPACTION:
                 b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
             elif kind in _ATTACHMENTS:
                 b.warn("attachments-unresolved", "images or documents were not imported (text only)")
             else:
                 _skipped(b, kind)
-        meta = {"thinking": "\n".join(thinking)} if thinking else None
-        b.step("assistant", "\n".join(texts), calls, sampling=sampling, metadata=meta)
+        b.step("assistant", "\n".join(texts), calls, sampling=sampling, metadata=_thinking(thinking))
         for call_id, content, error in results:
             if not b.observe(call_id, content, is_error=error):
                 b.observe_orphan(call_id, content, is_error=error)
@@ -196,6 +201,29 @@ class AnthropicMessages:
         if texts:
             b.actor("user", "user")
             b.step("user", "\n".join(texts))
+
+
+def _thinking(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Step metadata for a turn's thinking: every block verbatim, in order (a signed block is only
+    valid unchanged, a redacted one is only its encrypted `data`), and the readable text joined."""
+    if not blocks:
+        return None
+    meta: dict[str, Any] = {"thinking_blocks": blocks}
+    text = [blk["thinking"] for blk in blocks if isinstance(blk.get("thinking"), str)]
+    if any(text):
+        meta["thinking"] = "\n".join(text)
+    return meta
+
+
+def _not_replayed(seen: list[tuple[At, str]]) -> str:
+    n = len(seen)
+    redacted = sum(kind == "redacted_thinking" for _, kind in seen)
+    unreadable = f" ({redacted} redacted: encrypted, unreadable)" if redacted else ""
+    return (
+        f"{n} thinking block{'s' if n != 1 else ''}{unreadable} are kept verbatim in the steps' "
+        "metadata (thinking_blocks) but not in replayed inputs, which are rebuilt from text and tool "
+        f"calls: the model saw that reasoning, a replay does not (first at {seen[0][0].where()})"
+    )
 
 
 def _skipped(b: Builder, kind: str) -> None:

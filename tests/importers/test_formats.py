@@ -542,6 +542,49 @@ def test_repeated_call_ids_in_one_action_get_their_results_in_order(tmp_path: Pa
     assert [(o.call_id, o.content) for o in step.observations] == [("c1", "r1"), ("c1#1", "r2")]
 
 
+def test_anthropic_thinking_blocks_are_kept_verbatim_and_their_absence_from_replay_is_warned(
+    tmp_path: Path,
+) -> None:
+    # Extended thinking: signed and redacted (encrypted) blocks that the API needs back, verbatim, in
+    # a tool-use loop. A replay rebuilds inputs from text and tool calls, so the import must say so.
+    signed = {"type": "thinking", "thinking": "Check the cache.", "signature": "EqQBCgIYAhIM"}
+    redacted = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+    later = {"type": "redacted_thinking", "data": "EmwKAhgBEgzZZZ"}
+    f = _write(
+        tmp_path,
+        "thinking.json",
+        {
+            "system": "s",
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        signed,
+                        redacted,
+                        {"type": "tool_use", "id": "toolu_1", "name": "get", "input": {}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+                },
+                {"role": "assistant", "content": [later, {"type": "text", "text": "done"}]},
+            ],
+        },
+    )
+    t = load_any(f)
+    assert t.steps[1].metadata["thinking_blocks"] == [signed, redacted]
+    assert t.steps[1].metadata["thinking"] == "Check the cache."
+    assert t.steps[2].metadata["thinking_blocks"] == [later]
+    assert "thinking" not in t.steps[2].metadata  # nothing readable: no empty text pretends otherwise
+    assert t.fidelity is not None
+    warning = next(w for w in t.fidelity.warnings if w.code == "thinking-not-replayed")
+    assert "$.messages[1].content[0]" in warning.message
+    assert "2 redacted" in warning.message
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
 _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
     (
         "openai-chat",
