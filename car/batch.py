@@ -28,6 +28,7 @@ from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
 
 __all__ = [
+    "ESTIMATE_VERSION",
     "RECORD_VERSION",
     "BatchOptions",
     "BatchProgress",
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 RECORD_VERSION = "car.record/v1"
+ESTIMATE_VERSION = "car.estimate/v1"
 TRACE_SUFFIXES = (".json", ".jsonl", ".eval")
 Status = Literal["ok", "gate", "input-error", "backend-error", "budget"]
 _EXIT = {"ok": EXIT_OK, "gate": EXIT_GATE, "input-error": EXIT_USAGE, "backend-error": EXIT_BACKEND}
@@ -243,6 +245,18 @@ class WorkEstimate:
     policy_calls: int  # if rollouts follow the recorded length
     unreadable: int = 0
     shapley_rollouts: int = 0  # at most this many more if credit is shared and Shapley runs
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimate as `car.estimate/v1` (`car blame --dry-run --format json`)."""
+        return {
+            "version": ESTIMATE_VERSION,
+            "traces": self.traces,
+            "unreadable": self.unreadable,
+            "rollouts": self.rollouts,
+            "shapley_rollouts": self.shapley_rollouts,
+            "match_draws": self.match_draws,
+            "policy_calls": self.policy_calls,
+        }
 
     def line(self) -> str:
         bad = f" ({self.unreadable} unreadable)" if self.unreadable else ""

@@ -6,6 +6,7 @@ Kept out of `car/cli.py` so the command's body stays a thin call and the logic i
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import sys
@@ -241,7 +242,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])
     estimate = total_estimate(planned)
     if req.dry_run:
-        out.write(estimate.line() + "\n")
+        if req.fmt in (OutputFormat.json, OutputFormat.jsonl):  # a script reads it: JSON, as asked
+            indent = 2 if req.fmt is OutputFormat.json else None
+            out.write(json.dumps(estimate.to_json(), indent=indent) + "\n")
+        else:
+            out.write(estimate.line() + "\n")
         return EXIT_OK
     for _, path in outputs:
         if path is not None:

@@ -198,7 +198,10 @@ def blame(
             metavar="COUNTER=USD",
         ),
     ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the estimate only.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the estimate only (JSON with --format json or jsonl)."),
+    ] = False,
     shard: Annotated[str | None, typer.Option(help="Attribute only shard K/N of the traces.")] = None,
     executor: Annotated[
         str, typer.Option(help="local, or ray (pip install 'car-blame[ray]').")

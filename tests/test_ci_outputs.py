@@ -208,6 +208,32 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
     assert any("--max-policy-calls 40" in (r["error"] or "") for r in records)
 
 
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_dry_run_in_a_json_format_prints_the_estimate_as_json(
+    work: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """`--dry-run --format json` printed the text line, which a script reading JSON cannot parse."""
+    args = ["blame", str(TRACES), "broken.json", *FAST, "--dry-run", "--format", fmt]
+    code, out, err = run(args, capsys)
+    assert (code, err) == (0, "")
+    assert out.endswith("}\n") and (fmt == "json" or out.count("\n") == 1)
+    from car.batch import plan_batch, total_estimate
+
+    est = total_estimate(plan_batch([TRACES, "broken.json"], BatchOptions(samples=4, match_samples=4)))
+    assert est.unreadable == 1 and est.shapley_rollouts > 0
+    assert json.loads(out) == {
+        "version": "car.estimate/v1",
+        "traces": est.traces,
+        "unreadable": 1,
+        "rollouts": est.rollouts,
+        "shapley_rollouts": est.shapley_rollouts,
+        "match_draws": est.match_draws,
+        "policy_calls": est.policy_calls,
+    }
+    code, text, _ = run(["blame", str(TRACES), "broken.json", *FAST, "--dry-run"], capsys)
+    assert (code, text) == (0, est.line() + "\n")  # the other formats keep the line
+
+
 def test_one_trace_over_the_cap_says_why_and_a_negative_cap_is_bad_input(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
