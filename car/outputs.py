@@ -87,9 +87,15 @@ def credit_text(r: Report) -> str:
     return "-"
 
 
+def _failed(res: TraceResult) -> bool:
+    # A trace whose backend failed keeps the partial report of the rollouts that ran; it names no
+    # step because the trace failed, not because car found none.
+    return res.report is None or res.status in ("input-error", "backend-error")
+
+
 def _outcome(res: TraceResult) -> str:
     r = res.report
-    if r is None:
+    if r is None or _failed(res):
         return "error"
     if r.locus is None:
         if shared_credit(r):
@@ -111,7 +117,7 @@ def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:
             {
                 "trace": res.label,
                 "outcome": _outcome(res),
-                "credit": credit_text(r) if r is not None else (res.error or "-"),
+                "credit": credit_text(r) if r is not None and not _failed(res) else (res.error or "-"),
                 "confidence": conf,
                 "match": _pct(r.match_rate) if r is not None else "-",
                 "status": res.status,

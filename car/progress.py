@@ -26,9 +26,18 @@ from car.render import literal
 __all__ = ["HeartbeatProgress", "RichBatchProgress", "finished_line"]
 
 
+_ERROR_CHARS = 160  # of a failed trace's error on its line; the record and the summary hold it whole
+
+
 def finished_line(result: TraceResult) -> str:
     r = result.report
-    if r is None:
+    if result.status in ("input-error", "backend-error"):
+        # (a partial report may come with it: it names no step because the trace failed)
+        error = " ".join((result.error or result.status).split())
+        if len(error) > _ERROR_CHARS:
+            error = error[: _ERROR_CHARS - 1].rstrip() + "…"
+        what = f"failed: {error}"
+    elif r is None:
         what = result.error or result.status
     else:
         credit = credit_text(r)

@@ -39,3 +39,29 @@ def test_heartbeat_lines_count_traces_and_rollouts() -> None:
     assert any("missing.json: input-error" in line for line in finished)
     beats = [line for line in lines if "in flight" in line]
     assert beats and all("of their rollouts and draws done" in line for line in beats)
+
+
+def test_a_trace_whose_backend_failed_says_so_and_why(tmp_path: Path) -> None:
+    """The line said "backend-error: no decisive step", as if car had looked and found none."""
+    from car.outputs import summary_rows
+
+    reason = "connection refused " + "x" * 400  # a server may send a whole page back
+    (tmp_path / "down.py").write_text(
+        "class Down:\n"
+        "    spec = 'down'\n"
+        "    async def act(self, decision, key):\n"
+        f"        raise ConnectionError({reason!r})\n"
+        "def policy(trace):\n"
+        "    return Down()\n"
+    )
+    out = io.StringIO()
+    opts = BatchOptions(samples=4, match_samples=0, policy=f"{tmp_path / 'down.py'}@policy")
+    (result,) = blame_many(PATHS[:1], options=opts, progress=HeartbeatProgress(out, 1))
+    assert result.status == "backend-error" and result.report is not None  # the partial report is kept
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith(f"car: [1/1] {PATHS[0]}: backend-error: failed: too many rollouts errored")
+    assert "first: ConnectionError: connection refused xxx" in line and "no decisive step" not in line
+    assert len(line) < 300 and "…" in line  # short: the whole error is in the record
+    assert line.endswith("; 13 rollouts (0 stored)")
+    (row,) = summary_rows([result])
+    assert row["outcome"] == "error" and row["credit"] == result.error  # not "abstained" and "-"
