@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from car.stats import t_upper
+from car.stats import skew_shift, t_upper
 
 __all__ = [
     "MAX_EXACT_PLAYERS",
@@ -164,27 +164,6 @@ def estimate_walks(
     return _t_estimate(units[ok], ends[:, -1], ends[0::2, 0], level, floor)
 
 
-def _skew_widening(units: np.ndarray, phi: np.ndarray, floored: np.ndarray, t: float) -> np.ndarray:
-    """Johnson's skewness correction of the t-interval, in standard errors, signed (0 where floored).
-
-    A skewed unit distribution (a rare large marginal: a step whose re-decision seldom differs) makes
-    the mean and its standard error move together, so the plain t-interval misses on the side of the
-    tail more often than level says (`long`, 30 players, 36 pairs: 0.922). The Cornish-Fisher
-    expansion of the studentised mean shifts both ends by `g (2 t^2 + 1) / (6 sqrt(P))` standard
-    errors towards the tail, g the sample skewness. A skewness estimated from few units can be large
-    by chance (one rare marginal of a symmetric distribution), and shifting would then move the
-    interval off the truth; so the caller only ever widens: the interval is the union of the t-interval
-    and the shifted one.
-    """
-    count = units.shape[0]
-    m2 = units.var(axis=0)
-    m3 = ((units - phi) ** 3).mean(axis=0)
-    live = ~floored & (m2 > 0)
-    g = np.zeros_like(phi)
-    g[live] = m3[live] / m2[live] ** 1.5
-    return np.asarray(g * (2 * t * t + 1) / (6 * math.sqrt(count)))
-
-
 def _t_estimate(
     units: np.ndarray,
     v_all: np.ndarray,
@@ -198,7 +177,11 @@ def _t_estimate(
     scale = the largest |unit| of any player, or 1 when every unit is 0): a player whose P units were
     all 0 gets a half-width of about `t * scale / P`, the order of the rule of three, instead of a
     zero-width interval. Where
-    the units are skewed the interval widens towards the tail (`_skew_widening`).
+    the units are skewed (a rare large marginal: a step whose re-decision seldom differs) the interval
+    widens towards the tail by Johnson's correction (`car.stats.skew_shift`; `long`, 30 players, 36
+    pairs covered 0.922 without it). A skewness estimated from few units can be large by chance (one
+    rare marginal of a symmetric distribution), and shifting would then move the interval off the
+    truth; so it only ever widens: the interval is the union of the t-interval and the shifted one.
     """
     count, _n = units.shape
     if count < 2:
@@ -214,7 +197,7 @@ def _t_estimate(
         s2 = np.maximum(s2, scale * scale / (count + 1))
     se = np.sqrt(s2 / count)
     t = t_upper((1 - level) / 2, count - 1)
-    widen = _skew_widening(units, phi, floored, t) * se
+    widen = np.where(floored, 0.0, skew_shift(units, t)) * se
     return ShapleyEstimate(
         phi,
         phi - t * se + np.minimum(widen, 0.0),
