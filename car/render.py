@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 
 from rich import box
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from car.report import Estimate, Report, label_line
 
-__all__ = ["bar", "literal", "render_json", "render_table", "sparkline"]
+__all__ = ["bar", "fit_columns", "literal", "render_json", "render_table", "sparkline"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -28,12 +30,12 @@ def literal(text: str) -> Text:
     return Text(cleaned.replace("\t", " "))
 
 
-def _pct(e: Estimate | None, signed: bool = False) -> str:
+def _pct(e: Estimate | None, signed: bool = False, sep: str = " ") -> str:
     """Percent with interval, compactly: "53% [35, 71]"."""
     if e is None or e.estimate is None or e.low is None or e.high is None:
         return "-"
     f = "{:+.0f}" if signed else "{:.0f}"
-    return f"{f.format(100 * e.estimate)}% [{f.format(100 * e.low)}, {f.format(100 * e.high)}]"
+    return f"{f.format(100 * e.estimate)}%{sep}[{f.format(100 * e.low)}, {f.format(100 * e.high)}]"
 
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -96,6 +98,34 @@ def _curve_line(report: Report, width: int) -> Text | None:
     return line
 
 
+def fit_columns(table: Table, console: Console, narrowest: Mapping[int, int]) -> bool:
+    """Fit `table` to the console by narrowing its text columns (index -> the fewest characters each
+    keeps; their text ends in "…"), widest first; whether it fits. Every other column holds figures:
+    it keeps its width and, on a console too narrow even then, wraps rather than cut a figure short.
+    """
+    for i, column in enumerate(table.columns):
+        if i not in narrowest:
+            column.no_wrap, column.overflow = False, "fold"
+    unbounded = console.options.update_width(10_000)
+    excess = Measurement.get(console, unbounded, table).maximum - console.width
+    widths = {}
+    for i in narrowest:
+        column = table.columns[i]
+        cells = [column.header, *column.cells]
+        natural = max(Measurement.get(console, unbounded, c).maximum for c in cells)
+        widths[i] = min(natural, column.max_width or natural)
+    while excess > 0:
+        room = {i: w - narrowest[i] for i, w in widths.items() if w > narrowest[i]}
+        if not room:
+            break
+        widest = max(room, key=lambda i: (room[i], -i))
+        widths[widest] -= 1
+        excess -= 1
+    for i, w in widths.items():
+        table.columns[i].max_width = w
+    return excess <= 0
+
+
 def _bar_cell(e: Estimate | None, text: str, style: str) -> Text:
     cell = Text(bar(e.estimate if e is not None else None), style=style or "cyan")
     return cell + Text(" " + text)
@@ -107,10 +137,14 @@ def render_json(report: Report) -> str:
 
 _STYLE = {"locus": "bold red", "contributing": "yellow", "not significant": "dim"}
 TABLE_TOP = 20  # rows of the ranked table for a long run (significant steps are always shown)
+_GIVE_WAY = {2: 5, 3: 8}  # the actor and action columns narrow (to 5 and 8) before a figure is cut
 
 
-def render_table(report: Report, console: Console) -> None:
-    """Print the ranked blame table and the summary lines."""
+def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -> Table:
+    """The ranked steps, (rank, step index) in order; `split` puts each interval on a line under its
+    estimate (narrow consoles)."""
+    from car.render_shapley import phi_cell, share_cell, step_players
+
     title = Text("car blame: ")
     title.append_text(literal(report.trace_id))
     table = Table(
@@ -130,14 +164,38 @@ def render_table(report: Report, console: Console) -> None:
     table.add_column("drop", no_wrap=True)
     table.add_column("match", no_wrap=True, justify="right")
     table.add_column("verdict", no_wrap=True)
-    from car.render_shapley import phi_cell, shapley_lines, shapley_table, share_cell, step_players
-
     phi = step_players(report)
     if phi:
-        table.columns[3].max_width = 22  # room for the two Shapley columns at 120 characters
         table.add_column(f"phi [{report.level:.0%} CI]", no_wrap=True)
         table.add_column("share", no_wrap=True, justify="right")
+    sep = "\n" if split else " "
+    for rank, index in rows:
+        s = report.steps[index]
+        match = (
+            "-"
+            if s.match_rate is None or s.match_rate.estimate is None
+            else (f"{s.match_rate.estimate:.0%}" + (" !" if s.never_reproduced else ""))
+        )
+        verdict = s.verdict or "-"
+        table.add_row(
+            str(rank),
+            str(s.index),
+            literal(s.actor),
+            literal(s.action),
+            _bar_cell(s.rescue, _pct(s.rescue, sep=sep), _STYLE.get(verdict, "")),
+            _pct(s.drop, signed=True, sep=sep),
+            match,
+            Text(verdict, style=_STYLE.get(verdict, "")),
+            *((phi_cell(phi.get(index), split=split), share_cell(phi.get(index))) if phi else ()),
+        )
+    return table
 
+
+def render_table(report: Report, console: Console) -> None:
+    """Print the ranked blame table and the summary lines."""
+    from car.render_shapley import shapley_lines, shapley_table, step_players
+
+    phi = step_players(report)
     decisions = [s for s in report.steps if s.decision]
 
     def rank_key(index: int) -> tuple[int, float, int]:
@@ -154,29 +212,12 @@ def render_table(report: Report, console: Console) -> None:
     if len(order) > TABLE_TOP + 5:  # a long run: the top of the ranking and every significant step
         significant = {i for i in order if report.steps[i].verdict in ("locus", "contributing")}
         shown = set(order[:TABLE_TOP]) | significant
-    for rank, index in enumerate(order, 1):
-        if index not in shown:
-            continue
-        s = report.steps[index]
-        match = (
-            "-"
-            if s.match_rate is None or s.match_rate.estimate is None
-            else (f"{s.match_rate.estimate:.0%}" + (" !" if s.never_reproduced else ""))
-        )
-        verdict = s.verdict or "-"
-        table.add_row(
-            str(rank),
-            str(s.index),
-            literal(s.actor),
-            literal(s.action),
-            _bar_cell(s.rescue, _pct(s.rescue), _STYLE.get(verdict, "")),
-            _pct(s.drop, signed=True),
-            match,
-            Text(verdict, style=_STYLE.get(verdict, "")),
-            *((phi_cell(phi.get(index)), share_cell(phi.get(index))) if phi else ()),
-        )
-
-    extra = shapley_table(report)
+    rows = [(rank, i) for rank, i in enumerate(order, 1) if i in shown]  # ranks count hidden rows
+    table = _ranked_table(report, rows, split=False)
+    if not fit_columns(table, console, _GIVE_WAY):
+        table = _ranked_table(report, rows, split=True)  # each interval under its estimate
+        fit_columns(table, console, _GIVE_WAY)
+    extra = shapley_table(report, console)
     lines: list[Text | Table] = [extra] if extra is not None else []
     if len(shown) < len(order):
         lines.insert(

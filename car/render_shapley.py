@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from car.render import literal
+from car.render import fit_columns, literal
 from car.report import Report, ShapleyPlayer, ShapleyReport
 
 __all__ = ["phi_cell", "shapley_lines", "shapley_table", "share_cell", "step_players"]
@@ -20,14 +21,16 @@ def step_players(report: Report) -> dict[int, ShapleyPlayer]:
     return {p.steps[0]: p for p in sh.players if len(p.steps) == 1}
 
 
-def phi_cell(p: ShapleyPlayer | None) -> Text | str:
-    """phi with its interval, behind a bar of |phi| (red when phi is negative)."""
+def phi_cell(p: ShapleyPlayer | None, *, split: bool = False) -> Text | str:
+    """phi with its interval, behind a bar of |phi| (red when phi is negative); `split` puts the
+    interval on a line of its own."""
     from car.render import bar
 
     if p is None:
         return "-"
+    sep = "\n" if split else " "
     return Text(bar(abs(p.value), width=4), style="red" if p.value < 0 else "cyan") + Text(
-        f" {100 * p.value:+.0f}% [{100 * p.low:+.0f}, {100 * p.high:+.0f}]"
+        f" {100 * p.value:+.0f}%{sep}[{100 * p.low:+.0f}, {100 * p.high:+.0f}]"
     )
 
 
@@ -35,11 +38,23 @@ def share_cell(p: ShapleyPlayer | None) -> str:
     return "-" if p is None or p.share is None else f"{p.share:.0%}"
 
 
-def shapley_table(report: Report) -> Table | None:
-    """A ranked table of agent or group players (step players sit in the main table instead)."""
+def shapley_table(report: Report, console: Console | None = None) -> Table | None:
+    """A ranked table of agent or group players (step players sit in the main table instead), fitted
+    to `console` when given: player names and actions give way, figures are never cut."""
     sh = report.shapley
     if sh is None or sh.players_kind == "steps":
         return None
+    table = _players_table(report, sh, split=False)
+    if console is not None and not fit_columns(table, console, _GIVE_WAY):
+        table = _players_table(report, sh, split=True)  # each interval under its estimate
+        fit_columns(table, console, _GIVE_WAY)
+    return table
+
+
+_GIVE_WAY = {1: 8, 3: 12}  # the player and actions columns narrow (to 8 and 12) before a figure
+
+
+def _players_table(report: Report, sh: ShapleyReport, *, split: bool) -> Table:
     table = Table(
         title=Text(f"Shapley credit by {'agent' if sh.players_kind == 'agents' else 'group'}"),
         title_justify="left",
@@ -60,7 +75,7 @@ def shapley_table(report: Report) -> Table | None:
             literal(p.id),
             ",".join(map(str, p.steps)),
             literal(actions),
-            phi_cell(p),
+            phi_cell(p, split=split),
             share_cell(p),
         )
     return table

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,60 @@ def test_a_long_curve_bins_steps_to_fit_the_terminal() -> None:
     rows = [ln for ln in text.splitlines() if re.match(r"\s*\d+\s+\d+ agent ", ln)]
     assert TABLE_TOP <= len(rows) <= TABLE_TOP + significant
     assert f"… {150 - len(rows)} more decision steps ranked lower, none significant" in text
+
+
+def _numbers(text: str) -> Counter[str]:
+    return Counter(re.findall(r"[-+]?\d+%?", text))
+
+
+@pytest.mark.parametrize("width", [120, 100, 80])
+@pytest.mark.parametrize("kind", ["steps", "agents"])
+def test_no_number_is_cut_at_any_width(width: int, kind: str) -> None:
+    """Numbers were cut to fit ("+48% [+44, +…", "10…") when the columns were wider than the
+    terminal; the text columns give way instead, and a number that still cannot fit wraps whole."""
+    from car.render_shapley import phi_cell, share_cell
+
+    report = car.blame(ROOT / "traces" / "and.json", samples=8, match_samples=2, seed=0)
+    wide = Estimate(estimate=-0.55, low=-1.0, high=1.0, n=8)
+    full = Estimate(estimate=1.0, low=1.0, high=1.0, n=8)
+    steps = [
+        s.model_copy(update={"actor": "orchestrator-14", "rescue": full, "drop": wide})
+        for s in report.steps
+    ]
+    players = [
+        ShapleyPlayer(
+            id=f"orchestrator-{i}" if kind == "agents" else str(i),
+            steps=[i, 10 + i, 100 + i] if kind == "agents" else [i],
+            value=-0.55,
+            low=-1.25,
+            high=1.0,
+            share=-1.0,
+        )
+        for i in range(3)
+    ]
+    sh = ShapleyReport(
+        method="permutation",
+        players_kind=kind,  # type: ignore[arg-type]
+        players=players,
+        total=-1.65,
+        v_all=Estimate(estimate=1.0, low=1.0, high=1.0, n=1),
+        v_none=Estimate(estimate=0.0, low=0.0, high=0.05, n=64),
+        budget=Budget(rollouts=1000, policy_calls=1000),
+    )
+    report = report.model_copy(update={"steps": steps, "shapley": sh})
+    console = Console(record=True, width=width, file=io.StringIO(), no_color=True)
+    render_table(report, console)
+    text = console.export_text(styles=False)
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert not re.search(r"[\d%\[,]…", text), text  # nothing numeric ends in an ellipsis
+    expected = Counter[str]()
+    for s in report.steps:
+        if s.decision:
+            expected += _numbers("100% [100, 100] -55% [-100, +100]")
+    for p in players:
+        expected += _numbers(f"{phi_cell(p)} {share_cell(p)}")
+        if kind == "agents":
+            expected += _numbers(",".join(map(str, p.steps)))
+    assert _numbers(text) >= expected, text
+    if width == 120:  # room enough: every figure whole on its row
+        assert text.count("-55% [-125, +100]") == 3 and text.count("-55% [-100, +100]") == 3
