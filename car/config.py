@@ -4,7 +4,7 @@ Precedence, highest first: command-line options, `CAR_*` environment variables (
 `CAR_BASE_URL=...`: the key upper-cased), the configuration file, the built-in defaults. The file is
 found by walking up from the working directory; `car.toml` (top-level keys) wins over pyproject.toml
 in the same directory, and a pyproject.toml without `[tool.car]` is skipped. Unknown keys and values of
-the wrong type are errors (exit 2) that name the file and the key.
+the wrong type are errors (exit 2) that name the file and the key, or the environment variable.
 
     [tool.car]
     policy = "openai:gpt-4o-mini"
@@ -106,7 +106,9 @@ def _read(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: cannot read: {exc}") from None
 
 
-def _validate(where: str, values: Mapping[str, Any]) -> Settings:
+def _validate(where: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> Settings:
+    """Settings from one source; an error names `where` and the key, or the name the user gave that
+    key (`names`: an environment variable)."""
     for key in values:
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
@@ -117,7 +119,8 @@ def _validate(where: str, values: Mapping[str, Any]) -> Settings:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         key = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{where}: {key}: {err['msg']}; got {err.get('input')!r}") from None
+        place = f"{where} {names[key]}" if names and key in names else f"{where}: {key}"
+        raise InputError(f"{place}: {err['msg']}; got {err.get('input')!r}") from None
 
 
 def load_settings(
@@ -125,12 +128,13 @@ def load_settings(
 ) -> tuple[Settings, Settings]:
     """(environment settings, file settings), each validated."""
     env = os.environ if environ is None else environ
-    from_env = {
-        k[len(ENV_PREFIX) :].lower(): v
-        for k, v in env.items()
+    variables = {  # key -> the variable that sets it, as the user spelled it (errors name it)
+        k[len(ENV_PREFIX) :].lower(): k
+        for k in env
         if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in KEYS
     }
-    env_settings = _validate("environment (CAR_*)", from_env)
+    from_env = {key: env[name] for key, name in variables.items()}
+    env_settings = _validate("environment variable", from_env, variables)
     found = find_config(start)
     if found is None:
         return env_settings, Settings()

@@ -156,9 +156,30 @@ def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message
     assert message in str(info.value)
 
 
-def test_bad_environment_value_names_the_source() -> None:
-    with pytest.raises(InputError, match=r"environment \(CAR_\*\): samples"):
-        resolve({}, set(), {"CAR_SAMPLES": "lots"}, Path("/"))
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CAR_SAMPLES", "lots", "Input should be a valid integer, unable to parse string as an integer"),
+        ("CAR_CONCURRENCY", "0", "Input should be greater than or equal to 1"),
+        ("CAR_Min_Effect", "2", "Input should be less than 1"),  # named as the user spelled it
+    ],
+)
+def test_bad_environment_value_names_the_variable(variable: str, value: str, message: str) -> None:
+    """The error named the key (`concurrency`), not the variable the user set (`CAR_CONCURRENCY`)."""
+    with pytest.raises(InputError) as info:
+        resolve({}, set(), {variable: value}, Path("/"))
+    assert str(info.value) == f"environment variable {variable}: {message}; got {value!r}", info.value
+
+
+def test_bad_environment_value_is_one_line_naming_the_variable_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CAR_CONCURRENCY", "0")
+    with pytest.raises(SystemExit) as info:
+        main(["blame", TRACE, "--no-store"])
+    assert info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("car: error: environment variable CAR_CONCURRENCY: ") and "'0'" in line
 
 
 def test_cli_reads_config_and_exits_2_on_unknown_key(
@@ -237,7 +258,7 @@ def test_judge_rubric_may_come_from_a_file(tmp_path: Path, monkeypatch: pytest.M
     ("where", "named"),
     [
         ("option", "--base-url"),
-        ("CAR_BASE_URL", "environment (CAR_*): base_url"),
+        ("CAR_BASE_URL", "environment variable CAR_BASE_URL:"),
         ("OPENAI_BASE_URL", "OPENAI_BASE_URL 'notaurl'"),
     ],
 )
@@ -265,7 +286,7 @@ def test_malformed_base_url_is_a_usage_error(
     ("where", "named"),
     [
         ("option", "--base-url"),
-        ("CAR_BASE_URL", "environment (CAR_*): base_url"),
+        ("CAR_BASE_URL", "environment variable CAR_BASE_URL:"),
         ("OPENAI_BASE_URL", "OPENAI_BASE_URL"),
         ("pyproject", "pyproject.toml: [tool.car]: base_url"),
     ],
