@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from car.importers.base import At, Builder, Document, sampling_from, text_of
+from car.importers.thinking import not_replayed, thinking_metadata
 from car.trace import ToolCall, Trace
 
 __all__ = ["AnthropicMessages"]
@@ -112,7 +113,7 @@ class AnthropicMessages:
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
         b.actor("assistant", "agent", system_prompt=system or None, tools=tools)
-        thinking: list[tuple[At, str]] = []  # where each thinking block sits, and its type
+        thinking: list[tuple[At, bool]] = []  # where each thinking block sits; is it redacted
         for i, raw in enumerate(messages):
             here = msg_at / i
             msg = here.obj(raw, "a message {role, content}")
@@ -129,11 +130,11 @@ class AnthropicMessages:
             else:
                 self._user(b, blocks, here / "content")
         if thinking:
-            b.warn("thinking-not-replayed", _not_replayed(thinking))
+            b.warn("thinking-not-replayed", not_replayed(thinking, "thinking block", "redacted"))
         return b.build(trace_id=default_id, fidelity="B", locator=locator, at=at)
 
     def _assistant(
-        self, b: Builder, blocks: list[Any], at: At, sampling: Any, seen: list[tuple[At, str]]
+        self, b: Builder, blocks: list[Any], at: At, sampling: Any, seen: list[tuple[At, bool]]
     ) -> None:
         texts: list[str] = []
         calls: list[ToolCall] = []
@@ -163,7 +164,7 @@ class AnthropicMessages:
                 calls.append(ToolCall(id=call_id, name=name, arguments=args))
             elif kind in ("thinking", "redacted_thinking"):
                 thinking.append(blk)
-                seen.append((at / j, kind))
+                seen.append((at / j, kind == "redacted_thinking"))
             elif kind in _COMPACTION:
                 b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
             elif kind in _ATTACHMENTS:
@@ -204,26 +205,12 @@ class AnthropicMessages:
 
 
 def _thinking(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Step metadata for a turn's thinking: every block verbatim, in order (a signed block is only
-    valid unchanged, a redacted one is only its encrypted `data`), and the readable text joined."""
+    """Step metadata for a turn's thinking (a signed block is only valid unchanged, a redacted one is
+    only its encrypted `data`)."""
     if not blocks:
         return None
-    meta: dict[str, Any] = {"thinking_blocks": blocks}
-    text = [blk["thinking"] for blk in blocks if isinstance(blk.get("thinking"), str)]
-    if any(text):
-        meta["thinking"] = "\n".join(text)
-    return meta
-
-
-def _not_replayed(seen: list[tuple[At, str]]) -> str:
-    n = len(seen)
-    redacted = sum(kind == "redacted_thinking" for _, kind in seen)
-    unreadable = f" ({redacted} redacted: encrypted, unreadable)" if redacted else ""
-    return (
-        f"{n} thinking block{'s' if n != 1 else ''}{unreadable} are kept verbatim in the steps' "
-        "metadata (thinking_blocks) but not in replayed inputs, which are rebuilt from text and tool "
-        f"calls: the model saw that reasoning, a replay does not (first at {seen[0][0].where()})"
-    )
+    texts = [blk["thinking"] for blk in blocks if isinstance(blk.get("thinking"), str)]
+    return thinking_metadata(blocks, texts)
 
 
 def _skipped(b: Builder, kind: str) -> None:

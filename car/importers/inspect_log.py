@@ -6,6 +6,8 @@ One trace per sample (and epoch): each `model` event is a decision step whose co
 exact input, with its tools and generation config (temperature, top_p, seed, max_tokens); each `tool`
 event is the observation of the call with its id; the sample's first score gives the outcome (an
 incorrect answer is the failure). The actor is the enclosing agent span's name, else "assistant".
+`reasoning` content parts of a call's output are kept verbatim in its step's metadata; context
+messages hold text and tool calls only, so a replay cannot send them back (a warning says so).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Literal
 
 from car.errors import InputError
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
+from car.importers.thinking import not_replayed, thinking_metadata
 from car.trace import Message, Outcome, ToolCall, Trace
 
 __all__ = ["INSTALL_HINT", "InspectLog", "convert_log"]
@@ -77,7 +80,8 @@ def convert_log(log: dict[str, Any], doc: Document) -> list[Trace]:
     return [_sample(doc, s, at / "samples" / i, task) for i, s in enumerate(samples)]
 
 
-def _message(value: Any, at: At, b: Builder) -> Message:
+def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str, Any]]]) -> Message:
+    """A chat message; its `reasoning` parts, which a Message cannot hold, go to `reasoning`."""
     m = at.obj(value, "a chat message {role, content}")
     role = (at / "role").string(m.get("role"), "a role")
     if role not in _ROLES:
@@ -87,6 +91,12 @@ def _message(value: Any, at: At, b: Builder) -> Message:
         isinstance(p, dict) and p.get("type") in ("image", "audio", "video", "document") for p in content
     ):
         b.warn("attachments-unresolved", "images, audio or documents in messages were not imported")
+    if isinstance(content, list):
+        reasoning += [
+            (at / "content" / j, p)
+            for j, p in enumerate(content)
+            if isinstance(p, dict) and p.get("type") == "reasoning"
+        ]
     text = text_of(
         [p for p in content if not (isinstance(p, dict) and p.get("type") == "reasoning")]
         if isinstance(content, list)
@@ -127,6 +137,8 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     spans: dict[str, tuple[str, str, str | None]] = {}  # id -> (type, name, parent)
     stack: list[str] = []
     condensed = 0
+    kept: dict[str, tuple[At, bool]] = {}  # each output reasoning part (as JSON): where, redacted?
+    unkept: dict[str, At] = {}  # reasoning parts only ever seen in an input: no step keeps them
     for i, raw in enumerate(events):
         here = at / "events" / i
         ev = here.obj(raw, "an event {event, ...}")
@@ -140,10 +152,15 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 stack.pop()
         elif kind == "model":
             actor = _agent(spans, ev.get("span_id") or (stack[-1] if stack else None))
+            seen_in: list[tuple[At, dict[str, Any]]] = []
             inputs = [
-                _message(m, here / "input" / j, b)
+                _message(m, here / "input" / j, b, seen_in)
                 for j, m in enumerate((here / "input").arr(ev.get("input") or []))
             ]
+            for place, part in seen_in:  # earlier outputs, repeated: already kept and counted
+                key = _canonical(part)
+                if key not in kept:
+                    unkept.setdefault(key, place)
             if not inputs and ev.get("input_refs"):
                 # A condensed log whose message pool the reader did not expand: no exact input.
                 condensed += 1
@@ -164,12 +181,24 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
             out_raw = ev.get("output")
             output: dict[str, Any] = out_raw if isinstance(out_raw, dict) else {}
             choices = (here / "output" / "choices").arr(output.get("choices") or [])
+            produced: list[tuple[At, dict[str, Any]]] = []
             if choices and isinstance(choices[0], dict) and "message" in choices[0]:
-                out = _message(choices[0]["message"], here / "output" / "choices" / 0 / "message", b)
+                msg_at = here / "output" / "choices" / 0 / "message"
+                out = _message(choices[0]["message"], msg_at, b, produced)
             else:
                 out = Message(role="assistant")
                 b.warn("model-output-missing", "some model events have no output (the call failed)")
-            b.step(actor, out.content, out.tool_calls, context=inputs or None, sampling=sampling)
+            for place, part in produced:
+                kept.setdefault(_canonical(part), (place, part.get("redacted") is True))
+                unkept.pop(_canonical(part), None)
+            b.step(
+                actor,
+                out.content,
+                out.tool_calls,
+                context=inputs or None,
+                sampling=sampling,
+                metadata=_thinking([part for _, part in produced]),
+            )
         elif kind == "tool":
             call_id = (here / "id").string(ev.get("id"), "the tool call id")
             result = ev.get("result")
@@ -181,6 +210,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 b.observe_orphan(call_id, content, is_error=error is not None)
         elif isinstance(kind, str) and "compact" in kind:
             b.warn("compaction", "the conversation was compacted: later inputs hold a summary")
+    _warn_reasoning(b, list(kept.values()), list(unkept.values()))
     err = s.get("error")
     if isinstance(err, dict):
         why = " ".join(str(err.get("message", "")).split())[:160]
@@ -200,6 +230,35 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
         outcome=_outcome(s.get("scores")),
         metadata={k: s[k] for k in ("id", "epoch", "target") if k in s},
     )
+
+
+def _canonical(part: dict[str, Any]) -> str:
+    return json.dumps(part, sort_keys=True, ensure_ascii=False)
+
+
+def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Step metadata for a call's reasoning parts. A redacted part's `reasoning` is the encrypted
+    data, so its readable text is the `summary` some providers give beside it."""
+    if not parts:
+        return None
+    texts = [p.get("summary" if p.get("redacted") is True else "reasoning") for p in parts]
+    return thinking_metadata(parts, [t if isinstance(t, str) else "" for t in texts])
+
+
+def _warn_reasoning(b: Builder, kept: list[tuple[At, bool]], unkept: list[At]) -> None:
+    said: list[str] = []
+    if kept:
+        said.append(not_replayed(kept, "reasoning part", "redacted"))
+    if unkept:
+        n = len(unkept)
+        said.append(
+            f"{n} reasoning part{'s' if n != 1 else ''} in recorded inputs that no recorded call "
+            f"produced {'is' if n == 1 else 'are'} kept nowhere: context messages hold text and tool "
+            f"calls only, so a replay does not send {'it' if n == 1 else 'them'} (first at "
+            f"{unkept[0].where()})"
+        )
+    if said:
+        b.warn("thinking-not-replayed", "; ".join(said))
 
 
 def _agent(spans: dict[str, tuple[str, str, str | None]], span_id: Any) -> str:

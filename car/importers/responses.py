@@ -5,7 +5,9 @@ output?: [items], tools?, model?, ...}` (a request, a stored response, or both m
 messages (`{type: "message"?, role, content: str | [{type: input_text|output_text, text}]}`),
 `function_call {call_id, name, arguments: <JSON string>}` (consecutive calls form one parallel step
 with the assistant text before them), `function_call_output {call_id, output}` (an observation of the
-step that made the call), `reasoning` (kept in step metadata) and `compaction` (warned about).
+step that made the call), `reasoning` (kept verbatim in the metadata of the step it precedes, with
+its encrypted_content: a replay cannot send it back, and a warning says so) and `compaction` (warned
+about).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from car.importers.base import Builder, Document, parse_arguments, sampling_from, text_of
+from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
+from car.importers.thinking import not_replayed, thinking_metadata
 from car.trace import ToolCall, Trace
 
 __all__ = ["OpenAIResponses"]
@@ -105,18 +108,24 @@ class OpenAIResponses:
             tools=[t for t in tools if isinstance(t, dict)],
         )
         pending: dict[str, Any] | None = None  # the assistant step being assembled
+        seen: list[tuple[At, bool]] = []  # where each reasoning item sits; is it encrypted
 
         def flush() -> None:
             nonlocal pending
             if pending is not None:
-                meta = {"reasoning": pending["reasoning"]} if pending["reasoning"] else None
+                meta: dict[str, Any] = {}
+                if pending["items"]:
+                    meta = thinking_metadata(pending["items"], pending["thinking"])
+                summaries = [t for t in pending["summaries"] if t]
+                if summaries:
+                    meta["reasoning"] = "\n".join(summaries)
                 b.step("assistant", pending["text"], pending["calls"], sampling=sampling, metadata=meta)
                 pending = None
 
         def current() -> dict[str, Any]:
             nonlocal pending
             if pending is None:
-                pending = {"text": "", "calls": [], "reasoning": ""}
+                pending = {"text": "", "calls": [], "items": [], "thinking": [], "summaries": []}
             return pending
 
         for items, items_at in parts:
@@ -163,10 +172,15 @@ class OpenAIResponses:
                     if not b.observe(call_id, output):
                         b.observe_orphan(call_id, output)
                 elif kind == "reasoning":
-                    summary = item.get("summary")
-                    if isinstance(summary, list):
-                        cur = current()
-                        cur["reasoning"] += text_of(summary, here / "summary")
+                    # Kept whole: the summary, the raw reasoning_text parts and the encrypted_content
+                    # a stateless caller sends back. The summary keeps its own key, as before.
+                    cur = current()
+                    cur["items"].append(item)
+                    seen.append((here, bool(item.get("encrypted_content"))))
+                    if isinstance(item.get("summary"), list):
+                        cur["summaries"].append(text_of(item["summary"], here / "summary"))
+                    if isinstance(item.get("content"), list):
+                        cur["thinking"].append(text_of(item["content"], here / "content"))
                 elif kind == "compaction":
                     b.warn(
                         "compaction",
@@ -175,6 +189,10 @@ class OpenAIResponses:
                 else:
                     b.warn("items-skipped", f"items of type {kind!r} were not imported")
         flush()
+        if seen:
+            b.warn(
+                "thinking-not-replayed", not_replayed(seen, "reasoning item", "with encrypted_content")
+            )
         stem = Path(doc.path).stem
         rid = data.get("id") if isinstance(data, dict) else None
         return [

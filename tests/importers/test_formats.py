@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from car.importers import detect, formats, import_file, load_any, read_document
+from car.importers import Document, detect, formats, import_file, load_any, read_document
 from car.importers.inspect_log import convert_log
 from car.trace import Trace, parse_trace
 
@@ -583,6 +583,117 @@ def test_anthropic_thinking_blocks_are_kept_verbatim_and_their_absence_from_repl
     assert "$.messages[1].content[0]" in warning.message
     assert "2 redacted" in warning.message
     assert parse_trace(json.loads(t.to_json())) == t
+
+
+def test_responses_reasoning_items_are_kept_verbatim_and_their_absence_from_replay_is_warned(
+    tmp_path: Path,
+) -> None:
+    # A reasoning item carries a summary, the raw reasoning text (open-weight models) and the
+    # encrypted reasoning a stateless caller must send back; a replay rebuilds inputs without them.
+    full = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Look the order up."}],
+        "content": [{"type": "reasoning_text", "text": "The user wants order 7; call get."}],
+        "encrypted_content": "gAAAAABpF-first",
+    }
+    sealed = {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAAAABzz"}
+    f = _write(
+        tmp_path,
+        "reasoning.json",
+        [
+            {"role": "user", "content": "where is order 7?"},
+            full,
+            {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "shipped"},
+            sealed,
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        ],
+    )
+    t = load_any(f)
+    assert t.steps[1].metadata == {
+        "thinking_blocks": [full],
+        "thinking": "The user wants order 7; call get.",
+        "reasoning": "Look the order up.",  # the summary, as before
+    }
+    assert t.steps[2].metadata == {"thinking_blocks": [sealed]}  # nothing readable, no empty text
+    assert t.fidelity is not None
+    warning = next(w for w in t.fidelity.warnings if w.code == "thinking-not-replayed")
+    assert warning.message.startswith("2 reasoning items (2 with encrypted_content: ")
+    assert "(first at $[1])" in warning.message
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
+def _inspect_log(events: list[Any]) -> dict[str, Any]:
+    return {"version": 2, "eval": {"task": "t"}, "samples": [{"id": 1, "events": events}]}
+
+
+def test_inspect_reasoning_parts_are_kept_verbatim_and_their_absence_from_replay_is_warned() -> None:
+    # Inspect keeps a model's reasoning as `reasoning` content parts (signed, or redacted: the
+    # encrypted data in `reasoning`, a readable `summary` beside it when the provider gives one).
+    signed = {"type": "reasoning", "reasoning": "Add them.", "signature": "EqQBCgIY"}
+    redacted = {"type": "reasoning", "reasoning": "EmwKAhgB", "redacted": True, "summary": "Adding."}
+    hidden = {"type": "reasoning", "reasoning": "EmwKAhgZ", "redacted": True}
+    first = {
+        "role": "assistant",
+        "content": [signed, redacted, {"type": "text", "text": "Let me add."}],
+        "tool_calls": [{"id": "c1", "function": "add", "arguments": {"x": 1, "y": 2}}],
+    }
+    user = {"role": "user", "content": "1+2?"}
+    answer = {"role": "assistant", "content": [hidden, {"type": "text", "text": "3"}]}
+    log = _inspect_log(
+        [
+            {
+                "event": "model",
+                "model": "m",
+                "input": [user],
+                "output": {"choices": [{"message": first}]},
+            },
+            {"event": "tool", "id": "c1", "result": "3"},
+            {
+                "event": "model",
+                "model": "m",
+                "input": [user, first, {"role": "tool", "tool_call_id": "c1", "content": "3"}],
+                "output": {"choices": [{"message": answer}]},
+            },
+        ]
+    )
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    assert t.steps[0].action.text == "Let me add."
+    assert t.steps[0].metadata == {
+        "thinking_blocks": [signed, redacted],
+        "thinking": "Add them.\nAdding.",
+    }
+    assert t.steps[1].metadata == {"thinking_blocks": [hidden]}
+    assert t.fidelity is not None
+    (warning,) = [w for w in t.fidelity.warnings if w.code == "thinking-not-replayed"]
+    # the later input repeats the first output's parts: counted once, where the model wrote them
+    assert warning.message.startswith("3 reasoning parts (2 redacted: ")
+    assert "(first at $.samples[0].events[0].output.choices[0].message.content[0])" in warning.message
+    assert "recorded inputs" not in warning.message
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
+def test_inspect_reasoning_only_in_a_recorded_input_is_warned() -> None:
+    # A sample that starts from a conversation holding reasoning no recorded call produced: the
+    # context messages cannot carry it and no step's metadata has it, so the warning must say so.
+    earlier = {"role": "assistant", "content": [{"type": "reasoning", "reasoning": "Hmm."}, "Hi."]}
+    log = _inspect_log(
+        [
+            {
+                "event": "model",
+                "model": "m",
+                "input": [{"role": "user", "content": "hi"}, earlier, {"role": "user", "content": "?"}],
+                "output": {"choices": [{"message": {"role": "assistant", "content": "yes"}}]},
+            }
+        ]
+    )
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    assert t.steps[0].metadata == {}
+    assert t.fidelity is not None
+    (warning,) = [w for w in t.fidelity.warnings if w.code == "thinking-not-replayed"]
+    assert warning.message.startswith("1 reasoning part in recorded inputs ")
+    assert "(first at $.samples[0].events[0].input[1].content[0])" in warning.message
 
 
 _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
