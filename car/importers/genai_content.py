@@ -20,6 +20,7 @@ from car.trace import Message, ToolCall
 __all__ = [
     "Msg",
     "as_text",
+    "attr_id",
     "json_value",
     "make_call",
     "opt_id",
@@ -60,12 +61,13 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def make_call(id_: Any, name: Any, args: Any, at: At, fallback_id: str) -> ToolCall | None:
+def make_call(id_: str | None, name: Any, args: Any, at: At, fallback_id: str) -> ToolCall | None:
+    """A tool call from its id (already text, see `opt_id`), name and arguments; None without a name."""
     if not isinstance(name, str) or not name:
         return None
     arguments, raw = parse_arguments(_keep_string(args), at)
     return ToolCall(
-        id=str(id_) if id_ not in (None, "") else fallback_id,
+        id=id_ if id_ is not None else fallback_id,
         name=name,
         arguments=arguments,
         raw_arguments=raw,
@@ -76,64 +78,76 @@ def _keep_string(args: Any) -> Any:
     return args if isinstance(args, dict | str) or args is None else json.dumps(args)
 
 
+def opt_id(value: Any, at: At, what: str = "a tool-call id") -> str | None:
+    """A recorded call id as text, or None when none was recorded. The rule every importer shares
+    (`At.call_id`): an integer (an `intValue`, or a number in JSON content) is its decimal string; a
+    boolean (a `boolValue`) or a fraction is no id, refused naming `at`."""
+    return None if value is None or value == "" else at.call_id(value, what)
+
+
+def attr_id(span: Span, key: str, value: Any) -> str | None:
+    """`opt_id` for the value of the span's attribute `key`, refused at that attribute."""
+    return opt_id(value, span.place(key), f"the tool-call id in {key}")
+
+
 def _messages(value: Any, at: At, b: Builder) -> list[Msg]:
-    """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts."""
+    """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts;
+    `at` is where the list (or the JSON string holding it) sits."""
     value = json_value(value)
     if not isinstance(value, list):
         return []
     out: list[Msg] = []
     for i, m in enumerate(value):
-        if not isinstance(m, dict):
-            continue
-        role = str(m.get("role") or "user")
-        if isinstance(m.get("parts"), list):
-            msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None)
-            texts: list[str] = []
-            for j, p in enumerate(m["parts"]):
-                if not isinstance(p, dict):
-                    continue
-                kind = p.get("type")
-                if kind == "text":
-                    texts.append(as_text(p.get("content")))
-                elif kind == "tool_call":
-                    c = make_call(
-                        p.get("id"),
-                        p.get("name"),
-                        p.get("arguments"),
-                        at / i / "parts" / j,
-                        f"call_{i}_{j}",
-                    )
-                    if c is not None:
-                        msg.calls.append(c)
-                elif kind == "tool_call_response":
-                    out.append(Msg("tool", as_text(p.get("response")), call_id=opt_id(p.get("id"))))
-                elif kind in ("blob", "uri", "file", "image"):
-                    b.warn("attachments-unresolved", "images or files in messages were not imported")
-            msg.text = "\n".join(texts)
-            if msg.text or msg.calls or role != "tool":
-                out.append(msg)
-        else:
-            msg = Msg(role=role, text=_content(m.get("content")))
-            for j, tc in enumerate((at / i / "tool_calls").arr(m.get("tool_calls") or [])):
-                if isinstance(tc, dict):
-                    fn_raw = tc.get("function")
-                    fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
-                    c = make_call(
-                        tc.get("id"),
-                        fn.get("name"),
-                        fn.get("arguments"),
-                        at / i / "tool_calls" / j,
-                        f"call_{i}_{j}",
-                    )
-                    if c is not None:
-                        msg.calls.append(c)
-            msg.call_id = opt_id(m.get("tool_call_id") or (m.get("id") if role == "tool" else None))
-            out.append(msg)
+        if isinstance(m, dict):
+            out += _message(m, at / i, b, i)
     return out
 
 
-def opt_id(value: Any) -> str | None:
-    return None if value in (None, "") else str(value)
+def _message(m: dict[str, Any], at: At, b: Builder, i: int) -> list[Msg]:
+    """One message at `at` (the i-th of its list); a parts-model message's tool_call_response parts
+    become tool messages of their own, before it."""
+    out: list[Msg] = []
+    role = str(m.get("role") or "user")
+    if isinstance(m.get("parts"), list):
+        msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None)
+        texts: list[str] = []
+        for j, p in enumerate(m["parts"]):
+            if not isinstance(p, dict):
+                continue
+            here = at / "parts" / j
+            kind = p.get("type")
+            if kind == "text":
+                texts.append(as_text(p.get("content")))
+            elif kind == "tool_call":
+                call_id = opt_id(p.get("id"), here / "id")
+                c = make_call(call_id, p.get("name"), p.get("arguments"), here, f"call_{i}_{j}")
+                if c is not None:
+                    msg.calls.append(c)
+            elif kind == "tool_call_response":
+                answers = opt_id(p.get("id"), here / "id", "the id of the tool call this part answers")
+                out.append(Msg("tool", as_text(p.get("response")), call_id=answers))
+            elif kind in ("blob", "uri", "file", "image"):
+                b.warn("attachments-unresolved", "images or files in messages were not imported")
+        msg.text = "\n".join(texts)
+        if msg.text or msg.calls or role != "tool":
+            out.append(msg)
+        return out
+    msg = Msg(role=role, text=_content(m.get("content")))
+    for j, tc in enumerate((at / "tool_calls").arr(m.get("tool_calls") or [])):
+        if isinstance(tc, dict):
+            fn_raw = tc.get("function")
+            fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
+            here = at / "tool_calls" / j
+            call_id = opt_id(tc.get("id"), here / "id")
+            c = make_call(call_id, fn.get("name"), fn.get("arguments"), here, f"call_{i}_{j}")
+            if c is not None:
+                msg.calls.append(c)
+    # A tool message names the call it answers in tool_call_id, or (event style) in id.
+    key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
+    if key == "tool_call_id" or role == "tool":
+        msg.call_id = opt_id(m.get(key), at / key, "the id of the tool call this message answers")
+    out.append(msg)
+    return out
 
 
 def _content(value: Any) -> str:
@@ -157,9 +171,10 @@ def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def _openinference_messages(attrs: dict[str, Any], prefix: str, at: At) -> list[Msg]:
+def _openinference_messages(span: Span, prefix: str) -> list[Msg]:
     out: list[Msg] = []
-    for i, fields in _indexed(attrs, prefix).items():
+    for i, fields in _indexed(span.attrs, prefix).items():
+        key = f"{prefix}.{i}"
         role = str(fields.get("message.role") or "user")
         text = fields.get("message.content")
         if text is None:
@@ -169,34 +184,49 @@ def _openinference_messages(attrs: dict[str, Any], prefix: str, at: At) -> list[
                 for p in parts.values()
                 if p.get("message_content.text") is not None
             )
-        msg = Msg(role=role, text=as_text(text), call_id=opt_id(fields.get("message.tool_call_id")))
+        answers = attr_id(span, f"{key}.message.tool_call_id", fields.get("message.tool_call_id"))
+        msg = Msg(role=role, text=as_text(text), call_id=answers)
         name = fields.get("message.name")
         msg.name = name if isinstance(name, str) else None
-        for j, tc in _indexed(fields, "message.tool_calls").items():
-            c = make_call(
-                tc.get("tool_call.id"),
-                tc.get("tool_call.function.name"),
-                tc.get("tool_call.function.arguments"),
-                at,
-                f"call_{i}_{j}",
-            )
-            if c is not None:
-                msg.calls.append(c)
+        msg.calls = _flat_calls(span, fields, key, "message.tool_calls", _OI_CALL, i)
         out.append(msg)
     return out
 
 
-def _flat_genai(attrs: dict[str, Any], prefix: str, at: At) -> list[Msg]:
+def _flat_genai(span: Span, prefix: str) -> list[Msg]:
     out: list[Msg] = []
-    for i, fields in _indexed(attrs, prefix).items():
+    for i, fields in _indexed(span.attrs, prefix).items():
+        key = f"{prefix}.{i}"
         msg = Msg(role=str(fields.get("role") or "assistant"), text=as_text(fields.get("content")))
-        msg.call_id = opt_id(fields.get("tool_call_id"))
-        for j, tc in _indexed(fields, "tool_calls").items():
-            c = make_call(tc.get("id"), tc.get("name"), tc.get("arguments"), at, f"call_{i}_{j}")
-            if c is not None:
-                msg.calls.append(c)
+        msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
+        msg.calls = _flat_calls(span, fields, key, "tool_calls", ("id", "name", "arguments"), i)
         out.append(msg)
     return out
+
+
+# OpenInference's names for a flattened call's id, name and arguments
+_OI_CALL = ("tool_call.id", "tool_call.function.name", "tool_call.function.arguments")
+
+
+def _flat_calls(
+    span: Span, fields: dict[str, Any], key: str, group: str, names: tuple[str, str, str], i: int
+) -> list[ToolCall]:
+    """The tool calls of message i, flattened as `{key}.{group}.J.<id|name|arguments>` attributes
+    (`names` spell those three); an id is refused at its own attribute."""
+    id_name, fn_name, args_name = names
+    calls: list[ToolCall] = []
+    for j, tc in _indexed(fields, group).items():
+        call = f"{key}.{group}.{j}"
+        c = make_call(
+            attr_id(span, f"{call}.{id_name}", tc.get(id_name)),
+            tc.get(fn_name),
+            tc.get(args_name),
+            span.place(f"{call}.{args_name}"),
+            f"call_{i}_{j}",
+        )
+        if c is not None:
+            calls.append(c)
+    return calls
 
 
 _EVENT_ROLES = {
@@ -211,23 +241,23 @@ def _event_messages(span: Span, b: Builder) -> tuple[list[Msg], list[Msg]]:
     """The older event style: one span event per message (and `gen_ai.choice` for outputs)."""
     inputs: list[Msg] = []
     outputs: list[Msg] = []
-    for i, (name, attrs) in enumerate(span.events):
+    for i, (name, attrs, places) in enumerate(span.events):
         at = span.at / "events" / i / "attributes"
         if name == "gen_ai.content.prompt":
-            inputs += _messages(attrs.get("gen_ai.prompt"), at, b)
+            inputs += _messages(attrs.get("gen_ai.prompt"), places.get("gen_ai.prompt", at), b)
         elif name == "gen_ai.content.completion":
-            outputs += _messages(attrs.get("gen_ai.completion"), at, b)
+            completion = attrs.get("gen_ai.completion")
+            outputs += _messages(completion, places.get("gen_ai.completion", at), b)
         elif name in _EVENT_ROLES or name == "gen_ai.choice":
-            body = json_value(attrs.get("gen_ai.event.content") or attrs.get("body"))
+            key = "gen_ai.event.content" if attrs.get("gen_ai.event.content") else "body"
+            body = json_value(attrs.get(key))
+            body_at = places.get(key, at)
             if not isinstance(body, dict):
-                body = {k: json_value(v) for k, v in attrs.items()}
+                body, body_at = {k: json_value(v) for k, v in attrs.items()}, at
             if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
-                body = {**body["message"]}
+                body, body_at = {**body["message"]}, body_at / "message"
             role = _EVENT_ROLES.get(name, "assistant")
-            m = {**body, "role": body.get("role") or role}
-            if role == "tool" and "tool_call_id" not in m and "id" in m:
-                m["tool_call_id"] = m["id"]
-            msgs = _messages([m], at, b)
+            msgs = _message({**body, "role": body.get("role") or role}, body_at, b, 0)
             (outputs if name == "gen_ai.choice" else inputs).extend(msgs)
     return inputs, outputs
 
@@ -267,19 +297,18 @@ def to_message(m: Msg) -> Message:
 def span_messages(s: Span, b: Builder) -> tuple[list[Msg], list[Msg]]:
     """Inputs and outputs of a model-call span, from the first style that has them."""
     a = s.attrs
-    at = s.at / "attributes"
-    inputs = _messages(a.get("gen_ai.input.messages"), at, b)
-    outputs = _messages(a.get("gen_ai.output.messages"), at, b)
+    inputs = _messages(a.get("gen_ai.input.messages"), s.place("gen_ai.input.messages"), b)
+    outputs = _messages(a.get("gen_ai.output.messages"), s.place("gen_ai.output.messages"), b)
     if not inputs and not outputs:
         inputs, outputs = _event_messages(s, b)
     if not inputs:
-        inputs = _flat_genai(a, "gen_ai.prompt", at)
+        inputs = _flat_genai(s, "gen_ai.prompt")
     if not outputs:
-        outputs = _flat_genai(a, "gen_ai.completion", at)
+        outputs = _flat_genai(s, "gen_ai.completion")
     if not inputs:
-        inputs = _openinference_messages(a, "llm.input_messages", at)
+        inputs = _openinference_messages(s, "llm.input_messages")
     if not outputs:
-        outputs = _openinference_messages(a, "llm.output_messages", at)
+        outputs = _openinference_messages(s, "llm.output_messages")
     return inputs, [m for m in outputs if m.role in ("assistant", "model", "")] or outputs
 
 

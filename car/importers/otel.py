@@ -14,7 +14,9 @@ Content is read from, in order: `gen_ai.input.messages` / `gen_ai.output.message
 string or structured), the older per-message span events (`gen_ai.user.message`, `gen_ai.choice`, ...,
 and `gen_ai.content.prompt` / `gen_ai.content.completion`), the flattened `gen_ai.prompt.N.*` /
 `gen_ai.completion.N.*` style, and OpenInference `llm.input_messages.N.message.*`. Ids may be hex or
-base64; `intValue` may be a string.
+base64; `intValue` may be a string. Tool-call ids follow every importer's rule: an integer is its
+decimal string, a boolean or a fraction is refused naming the attribute (or the place in the JSON
+content) that holds it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from car.importers.base import ENVIRONMENT, Builder, Document, sampling_from
 from car.importers.genai_content import (
     Msg,
     as_text,
+    attr_id,
     json_value,
     make_call,
-    opt_id,
     sampling_values,
     span_messages,
     system_instructions,
@@ -44,6 +46,9 @@ CAPTURE_HINT = (
     "message content was not captured: set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true "
     "(OpenInference: unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS) and record again"
 )
+
+
+_CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id")  # GenAI, then OpenInference
 
 
 class OtlpJson:
@@ -182,7 +187,8 @@ class OtlpJson:
         for t in (s for s in spans if s.is_tool):
             a = t.attrs
             name = a.get("gen_ai.tool.name") or a.get("tool.name") or t.name
-            call_id = opt_id(a.get("gen_ai.tool.call.id") or a.get("tool_call.id") or a.get("tool.id"))
+            key = next((k for k in _CALL_ID_KEYS if a.get(k) not in (None, "")), _CALL_ID_KEYS[0])
+            call_id = attr_id(t, key, a.get(key))
             result = a.get("gen_ai.tool.call.result", a.get("output.value"))
             args = a.get("gen_ai.tool.call.arguments", a.get("tool.parameters", a.get("input.value")))
             before = [st for st in steps if (st["span"].start, st["span"].order) <= (t.start, t.order)]

@@ -1,7 +1,8 @@
 """OTLP/JSON decoding: `{resourceSpans: [...]}` exports (or JSON Lines of them) into `Span` values.
 
 Ids may be hex or base64 (the protobuf JSON mapping); `intValue` may be a number or a decimal string;
-`arrayValue` and `kvlistValue` become lists and dicts. Every bad value is reported at its JSON path.
+`arrayValue` and `kvlistValue` become lists and dicts. Every bad value is reported at its JSON path;
+each span remembers where its attributes sit (`Span.place`), so a value found bad later is too.
 """
 
 from __future__ import annotations
@@ -29,9 +30,14 @@ class Span:
     start: int
     order: int
     attrs: dict[str, Any]
-    events: list[tuple[str, dict[str, Any]]]
+    events: list[tuple[str, dict[str, Any], dict[str, At]]]  # name, attributes, their places
     error: bool
     at: At
+    places: dict[str, At]  # attribute key -> where its value sits
+
+    def place(self, key: str) -> At:
+        """Where attribute `key` holds its value (`...attributes[3].value.intValue`)."""
+        return self.places.get(key, self.at / "attributes")
 
     @property
     def op(self) -> str:
@@ -93,13 +99,28 @@ def _any_value(value: Any, at: At) -> Any:
     return None  # an empty AnyValue is a valid "unset"
 
 
-def _attributes(value: Any, at: At) -> dict[str, Any]:
+_MEMBERS = (
+    "stringValue",
+    "boolValue",
+    "intValue",
+    "doubleValue",
+    "arrayValue",
+    "kvlistValue",
+    "bytesValue",
+)  # in the order _any_value reads them
+
+
+def _attributes(value: Any, at: At, places: dict[str, At] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, kv in enumerate(at.arr(value or [], "a list of attributes [{key, value}]")):
         here = at / i
         item = here.obj(kv, "an attribute {key, value}")
         key = (here / "key").string(item.get("key"), "the attribute key")
-        out[key] = _any_value(item.get("value", {}), here / "value")
+        raw = item.get("value", {})
+        out[key] = _any_value(raw, here / "value")
+        if places is not None:
+            member = next((m for m in _MEMBERS if m in raw), None)
+            places[key] = here / "value" / member if member else here / "value"
     return out
 
 
@@ -156,7 +177,10 @@ def _span(value: Any, at: At, order: int) -> Span:
     for i, ev in enumerate((at / "events").arr(sp.get("events") or [])):
         eo = (at / "events" / i).obj(ev, "a span event {name, attributes}")
         name = (at / "events" / i / "name").string(eo.get("name", ""))
-        events.append((name, _attributes(eo.get("attributes"), at / "events" / i / "attributes")))
+        where: dict[str, At] = {}
+        attrs = _attributes(eo.get("attributes"), at / "events" / i / "attributes", where)
+        events.append((name, attrs, where))
+    places: dict[str, At] = {}
     status = sp.get("status")
     code = status.get("code") if isinstance(status, dict) else None
     return Span(
@@ -166,8 +190,9 @@ def _span(value: Any, at: At, order: int) -> Span:
         name=(at / "name").string(sp.get("name", ""), "the span name"),
         start=_nanos(sp.get("startTimeUnixNano"), at / "startTimeUnixNano"),
         order=order,
-        attrs=_attributes(sp.get("attributes"), at / "attributes"),
+        attrs=_attributes(sp.get("attributes"), at / "attributes", places),
         events=events,
         error=code in (2, "STATUS_CODE_ERROR"),
         at=at,
+        places=places,
     )

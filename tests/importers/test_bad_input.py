@@ -158,6 +158,89 @@ CORPUS: list[tuple[str, str, str]] = [
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.intValue: expected an integer",
     ),
     (
+        "otel-tool-call-id-bool.json",
+        json.dumps(
+            {
+                "resourceSpans": [
+                    {
+                        "scopeSpans": [
+                            {
+                                "spans": [
+                                    OTLP_SPAN,
+                                    {
+                                        **OTLP_SPAN,
+                                        "spanId": "0000000000000002",
+                                        "attributes": [
+                                            {
+                                                "key": "gen_ai.operation.name",
+                                                "value": {"stringValue": "execute_tool"},
+                                            },
+                                            {"key": "gen_ai.tool.call.id", "value": {"boolValue": True}},
+                                        ],
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                ]
+            }
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[1].attributes[1].value.boolValue: expected the "
+        "tool-call id in gen_ai.tool.call.id (a string or an integer), got a boolean",
+    ),
+    (
+        "otel-part-id-bool.json",
+        json.dumps(
+            otlp(
+                {
+                    **OTLP_SPAN,
+                    "attributes": [
+                        *OTLP_SPAN["attributes"],
+                        {
+                            "key": "gen_ai.output.messages",
+                            "value": {
+                                "stringValue": json.dumps(
+                                    [
+                                        {
+                                            "role": "assistant",
+                                            "parts": [{"type": "tool_call", "id": True, "name": "f"}],
+                                        }
+                                    ]
+                                )
+                            },
+                        },
+                    ],
+                }
+            )
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].parts[0].id: "
+        "expected a tool-call id (a string or an integer), got a boolean",
+    ),
+    (
+        "otel-openinference-id-float.json",
+        json.dumps(
+            otlp(
+                {
+                    **OTLP_SPAN,
+                    "attributes": [
+                        {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}},
+                        {
+                            "key": "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",
+                            "value": {"stringValue": "f"},
+                        },
+                        {
+                            "key": "llm.output_messages.0.message.tool_calls.0.tool_call.id",
+                            "value": {"doubleValue": 1.5},
+                        },
+                    ],
+                }
+            )
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[2].value.doubleValue: expected the "
+        "tool-call id in llm.output_messages.0.message.tool_calls.0.tool_call.id (a string or an "
+        "integer), got a number (1.5 is not an integer)",
+    ),
+    (
         "otel-trace-id.json",
         json.dumps(otlp({**OTLP_SPAN, "traceId": "xyz"})),
         "$.resourceSpans[0].scopeSpans[0].spans[0].traceId: expected a 16-byte id as 32 hex digits or "

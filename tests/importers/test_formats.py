@@ -412,6 +412,21 @@ def _chat(sid: int, inputs: list[Any], output: dict[str, Any]) -> dict[str, Any]
     )
 
 
+def _tool_span(sid: int, call_id: dict[str, Any], result: str) -> dict[str, Any]:
+    """An execute_tool span whose call id is the typed OTLP value given (intValue, boolValue, ...)."""
+    span = _span(
+        sid,
+        sid,
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "f",
+            "gen_ai.tool.call.result": result,
+        },
+    )
+    span["attributes"].insert(2, {"key": "gen_ai.tool.call.id", "value": call_id})
+    return span
+
+
 def _msg(role: str, text: str | None = None, call: str | None = None, result: str | None = None) -> Any:
     parts: list[dict[str, Any]] = []
     if text is not None:
@@ -769,6 +784,44 @@ _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
                         {"role": "tool", "id": 18, "content": "r18"},
                         {"role": "tool", "id": "17", "content": "r17"},
                     ],
+                }
+            ]
+        },
+    ),
+    (
+        "otel",
+        {
+            "resourceSpans": [
+                {
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                _chat(
+                                    1,
+                                    [{"role": "user", "parts": [{"type": "text", "content": "x"}]}],
+                                    {
+                                        "role": "assistant",
+                                        "parts": [
+                                            {
+                                                "type": "tool_call",
+                                                "id": 17,
+                                                "name": "f",
+                                                "arguments": {},
+                                            },
+                                            {
+                                                "type": "tool_call",
+                                                "id": 18,
+                                                "name": "f",
+                                                "arguments": {},
+                                            },
+                                        ],
+                                    },
+                                ),
+                                _tool_span(2, {"intValue": "18"}, "r18"),
+                                _tool_span(3, {"stringValue": "17"}, "r17"),
+                            ]
+                        }
+                    ]
                 }
             ]
         },
