@@ -5,6 +5,7 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`.
+A message's `reasoning` parts are not text: they stay beside it, verbatim, with where they sit.
 """
 
 from __future__ import annotations
@@ -34,13 +35,23 @@ __all__ = [
 
 @dataclass
 class Msg:
-    """One message of a model call's input or output, before it becomes a car `Message`."""
+    """One message of a model call's input or output, before it becomes a car `Message` (which
+    cannot hold its reasoning parts: those are kept apart, each with where it sits)."""
 
     role: str
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
     call_id: str | None = None
     name: str | None = None
+    reasoning: list[tuple[At, dict[str, Any]]] = field(default_factory=list)
+
+
+# The conventions' reasoning part is {"type": "reasoning", "content"}; pydantic-ai writes "thinking".
+_REASONING = ("reasoning", "thinking")
+
+
+def _is_reasoning(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") in _REASONING
 
 
 def json_value(value: Any) -> Any:
@@ -126,13 +137,20 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int) -> list[Msg]:
             elif kind == "tool_call_response":
                 answers = opt_id(p.get("id"), here / "id", "the id of the tool call this part answers")
                 out.append(Msg("tool", as_text(p.get("response")), call_id=answers))
+            elif kind in _REASONING:
+                msg.reasoning.append((here, p))
             elif kind in ("blob", "uri", "file", "image"):
                 b.warn("attachments-unresolved", "images or files in messages were not imported")
         msg.text = "\n".join(texts)
         if msg.text or msg.calls or role != "tool":
             out.append(msg)
         return out
-    msg = Msg(role=role, text=_content(m.get("content")))
+    content = m.get("content")
+    msg = Msg(role=role)
+    if isinstance(content, list):
+        msg.reasoning = [(at / "content" / j, p) for j, p in enumerate(content) if _is_reasoning(p)]
+        content = [p for p in content if not _is_reasoning(p)]
+    msg.text = _content(content)
     for j, tc in enumerate((at / "tool_calls").arr(m.get("tool_calls") or [])):
         if isinstance(tc, dict):
             fn_raw = tc.get("function")

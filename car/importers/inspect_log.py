@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from car.errors import InputError
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
-from car.importers.thinking import not_replayed, thinking_metadata
+from car.importers.thinking import SeenReasoning, thinking_metadata
 from car.trace import Message, Outcome, ToolCall, Trace
 
 __all__ = ["INSTALL_HINT", "InspectLog", "convert_log"]
@@ -137,8 +137,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     spans: dict[str, tuple[str, str, str | None]] = {}  # id -> (type, name, parent)
     stack: list[str] = []
     condensed = 0
-    kept: dict[str, tuple[At, bool]] = {}  # each output reasoning part (as JSON): where, redacted?
-    unkept: dict[str, At] = {}  # reasoning parts only ever seen in an input: no step keeps them
+    reasoning = SeenReasoning()
     for i, raw in enumerate(events):
         here = at / "events" / i
         ev = here.obj(raw, "an event {event, ...}")
@@ -157,10 +156,8 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 _message(m, here / "input" / j, b, seen_in)
                 for j, m in enumerate((here / "input").arr(ev.get("input") or []))
             ]
-            for place, part in seen_in:  # earlier outputs, repeated: already kept and counted
-                key = _canonical(part)
-                if key not in kept:
-                    unkept.setdefault(key, place)
+            for place, part in seen_in:  # mostly earlier outputs, repeated
+                reasoning.input(place, part)
             if not inputs and ev.get("input_refs"):
                 # A condensed log whose message pool the reader did not expand: no exact input.
                 condensed += 1
@@ -189,8 +186,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 out = Message(role="assistant")
                 b.warn("model-output-missing", "some model events have no output (the call failed)")
             for place, part in produced:
-                kept.setdefault(_canonical(part), (place, part.get("redacted") is True))
-                unkept.pop(_canonical(part), None)
+                reasoning.output(place, part, part.get("redacted") is True)
             b.step(
                 actor,
                 out.content,
@@ -210,7 +206,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 b.observe_orphan(call_id, content, is_error=error is not None)
         elif isinstance(kind, str) and "compact" in kind:
             b.warn("compaction", "the conversation was compacted: later inputs hold a summary")
-    _warn_reasoning(b, list(kept.values()), list(unkept.values()))
+    reasoning.warn(b, "reasoning part", "redacted")
     err = s.get("error")
     if isinstance(err, dict):
         why = " ".join(str(err.get("message", "")).split())[:160]
@@ -232,10 +228,6 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     )
 
 
-def _canonical(part: dict[str, Any]) -> str:
-    return json.dumps(part, sort_keys=True, ensure_ascii=False)
-
-
 def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Step metadata for a call's reasoning parts. A redacted part's `reasoning` is the encrypted
     data, so its readable text is the `summary` some providers give beside it."""
@@ -243,22 +235,6 @@ def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     texts = [p.get("summary" if p.get("redacted") is True else "reasoning") for p in parts]
     return thinking_metadata(parts, [t if isinstance(t, str) else "" for t in texts])
-
-
-def _warn_reasoning(b: Builder, kept: list[tuple[At, bool]], unkept: list[At]) -> None:
-    said: list[str] = []
-    if kept:
-        said.append(not_replayed(kept, "reasoning part", "redacted"))
-    if unkept:
-        n = len(unkept)
-        said.append(
-            f"{n} reasoning part{'s' if n != 1 else ''} in recorded inputs that no recorded call "
-            f"produced {'is' if n == 1 else 'are'} kept nowhere: context messages hold text and tool "
-            f"calls only, so a replay does not send {'it' if n == 1 else 'them'} (first at "
-            f"{unkept[0].where()})"
-        )
-    if said:
-        b.warn("thinking-not-replayed", "; ".join(said))
 
 
 def _agent(spans: dict[str, tuple[str, str, str | None]], span_id: Any) -> str:

@@ -16,7 +16,9 @@ and `gen_ai.content.prompt` / `gen_ai.content.completion`), the flattened `gen_a
 `gen_ai.completion.N.*` style, and OpenInference `llm.input_messages.N.message.*`. Ids may be hex or
 base64; `intValue` may be a string. Tool-call ids follow every importer's rule: an integer is its
 decimal string, a boolean or a fraction is refused naming the attribute (or the place in the JSON
-content) that holds it.
+content) that holds it. `reasoning` parts of a call's output messages are kept verbatim in its step's
+metadata; context messages hold text and tool calls only, so a replay cannot send them back (a
+warning says so).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from car.importers.genai_content import (
     tool_definitions,
 )
 from car.importers.otlp import Span, read_spans
+from car.importers.thinking import SeenReasoning, thinking_metadata
 from car.trace import ToolCall, Trace
 
 __all__ = ["CAPTURE_HINT", "OtlpJson"]
@@ -99,9 +102,15 @@ class OtlpJson:
         b = Builder(doc, self.name)
         steps: list[dict[str, Any]] = []
         missing_input = missing_output = 0
+        reasoning = SeenReasoning()
         for s in calls:
             actor = self._agent(s, ancestors(s))
             inputs, outputs = span_messages(s, b)
+            for place, part in (r for m in inputs for r in m.reasoning):  # mostly earlier outputs
+                reasoning.input(place, part)
+            produced = [r for m in outputs for r in m.reasoning]
+            for place, part in produced:
+                reasoning.output(place, part, False)  # the conventions have no encrypted form
             system = system_instructions(s.attrs)
             if system:
                 inputs = [Msg("system", system), *[m for m in inputs if m.role != "system"]]
@@ -130,9 +139,11 @@ class OtlpJson:
                     "calls": out_calls,
                     "captured": bool(outputs),
                     "sampling": sampling,
+                    "thinking": [part for _, part in produced],
                     "obs": [],
                 }
             )
+        reasoning.warn(b, "reasoning part", "redacted")
         early = self._attach_tools(b, spans, steps)
         self._observations_from_inputs(steps)
         for t, call, result in early:
@@ -148,7 +159,7 @@ class OtlpJson:
                 st["calls"],
                 context=context,
                 sampling=st["sampling"],
-                metadata=_span_meta(st["span"]),
+                metadata={**_span_meta(st["span"]), **_thinking(st["thinking"])},
             )
             for call_id, content, error in st["obs"]:
                 if not b.observe(call_id, content, is_error=error):
@@ -267,3 +278,12 @@ class OtlpJson:
 
 def _span_meta(span: Span) -> dict[str, Any]:
     return {"span_id": span.span_id, "span_name": span.name}
+
+
+def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Step metadata for a call's reasoning parts, whose readable text is their `content`."""
+    if not parts:
+        return {}
+    return thinking_metadata(
+        parts, [p["content"] if isinstance(p.get("content"), str) else "" for p in parts]
+    )

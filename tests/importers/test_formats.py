@@ -711,6 +711,66 @@ def test_inspect_reasoning_only_in_a_recorded_input_is_warned() -> None:
     assert "(first at $.samples[0].events[0].input[1].content[0])" in warning.message
 
 
+def test_otel_reasoning_parts_are_kept_verbatim_and_their_absence_from_replay_is_warned(
+    tmp_path: Path,
+) -> None:
+    # GenAI semantic conventions: {"type": "reasoning", "content"} parts (extra fields allowed, so
+    # an emitter may add a signature). Each belongs to the step whose output message holds it;
+    # later inputs repeat it, but context messages hold text and tool calls only.
+    r1 = {"type": "reasoning", "content": "Look order 7 up.", "signature": "EqQBCgIY"}
+    r2 = {"type": "reasoning", "content": "Say it."}
+    user = _msg("user", "where is order 7?")
+    a1 = {"role": "assistant", "parts": [r1, *_msg("assistant", call="7")["parts"]]}
+    a2 = {"role": "assistant", "parts": [r2, {"type": "text", "content": "Shipped."}]}
+    f = _write(
+        tmp_path,
+        "otel.json",
+        _otlp(_chat(1, [user], a1), _chat(2, [user, a1, _msg("tool", result="shipped")], a2)),
+    )
+    t = load_any(f)
+    assert t.steps[0].metadata == {
+        "span_id": "0000000000000001",
+        "span_name": "chat",
+        "thinking_blocks": [r1],
+        "thinking": "Look order 7 up.",
+    }
+    assert (t.steps[1].action.text, t.steps[1].metadata["thinking_blocks"]) == ("Shipped.", [r2])
+    warning = _thinking_warning(t)
+    # the second input repeats r1: counted once, where the model wrote it
+    assert warning.startswith("2 reasoning parts are kept verbatim ")
+    first = "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[3].value.stringValue[0].parts[0]"
+    assert f"(first at {first})" in warning
+    assert "recorded inputs" not in warning
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
+def test_otel_reasoning_in_content_lists_is_not_text_and_input_only_reasoning_is_warned(
+    tmp_path: Path,
+) -> None:
+    # An OpenAI-style {role, content: [...]} message's reasoning part is reasoning, not action text;
+    # pydantic-ai writes its parts as "thinking". Reasoning found only in an input, which no recorded
+    # call produced, is kept nowhere, and the warning must say so.
+    thought = {"type": "reasoning", "content": "Plan: agree."}
+    hmm = {"type": "thinking", "content": "Hmm."}
+    earlier = {"role": "assistant", "parts": [hmm, {"type": "text", "content": "Hi."}]}
+    output = {"role": "assistant", "content": [thought, {"type": "text", "text": "yes"}]}
+    f = _write(tmp_path, "otel.json", _otlp(_chat(1, [_msg("user", "hi"), earlier], output)))
+    t = load_any(f)
+    assert t.steps[0].action.text == "yes"
+    assert t.steps[0].metadata["thinking_blocks"] == [thought]
+    assert t.steps[0].metadata["thinking"] == "Plan: agree."
+    warning = _thinking_warning(t)
+    assert warning.startswith("1 reasoning part is kept verbatim ")
+    assert "; 1 reasoning part in recorded inputs that no recorded call produced " in warning
+    assert "stringValue[1].parts[0])" in warning
+
+
+def _thinking_warning(t: Trace) -> str:
+    assert t.fidelity is not None
+    (warning,) = [w for w in t.fidelity.warnings if w.code == "thinking-not-replayed"]
+    return warning.message
+
+
 _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
     (
         "openai-chat",
