@@ -5,7 +5,10 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`.
-A message's `reasoning` parts are not text: they stay beside it, verbatim, with where they sit.
+A message's `reasoning` parts are not text: they stay beside it, verbatim, with where they sit. A
+tool result given inside an assistant message (a server
+or built-in tool the provider ran) follows that message. Parts car cannot import are named in a
+warning (`Unimported`), never dropped without a word.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from car.trace import Message, ToolCall
 
 __all__ = [
     "Msg",
+    "Unimported",
     "as_text",
     "attr_id",
     "json_value",
@@ -44,10 +48,67 @@ class Msg:
     call_id: str | None = None
     name: str | None = None
     reasoning: list[tuple[At, dict[str, Any]]] = field(default_factory=list)
+    # A tool result given inside the assistant turn before it: the provider ran the tool (a server
+    # or built-in tool), so the result is the observation of the call that produced the turn.
+    in_turn: bool = False
+
+
+class Unimported:
+    """Message parts car cannot import, said once per trace: each kind with where it first sits
+    (every input repeats earlier messages, so they are named, not counted)."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, At] = {}  # what, in words -> where the first one sits
+        self._compaction: At | None = None
+
+    def part(self, kind: Any, at: At) -> None:
+        what = f"{kind!r}" if isinstance(kind, str) else "parts without a type"
+        self._first.setdefault(what, at)
+
+    def not_an_object(self, at: At) -> None:
+        self._first.setdefault("parts that are not objects", at)
+
+    def compaction(self, at: At) -> None:
+        if self._compaction is None:
+            self._compaction = at
+
+    def warn(self, b: Builder) -> None:
+        if self._compaction is not None:
+            b.warn(
+                "compaction",
+                "the conversation was compacted: a compaction part stands for earlier turns (the "
+                "provider's summary of them) and is not imported, since context messages hold text "
+                "and tool calls only, so replayed inputs lack both the turns and the summary (first "
+                f"at {self._compaction.where()})",
+            )
+        if self._first:
+            named = ", ".join(f"{what} (first at {at.where()})" for what, at in self._first.items())
+            b.warn("items-skipped", f"message parts car does not import were left out: {named}")
 
 
 # The conventions' reasoning part is {"type": "reasoning", "content"}; pydantic-ai writes "thinking".
 _REASONING = ("reasoning", "thinking")
+# Images, audio and files: the conventions' blob / uri / file parts, pydantic-ai's media parts, and
+# OpenAI-style content parts.
+_ATTACHMENTS = (
+    "blob",
+    "uri",
+    "file",
+    "image",
+    "image-url",
+    "audio-url",
+    "video-url",
+    "document-url",
+    "binary",
+    "image_url",
+    "input_audio",
+)
+# Where a tool_call_response part holds the result: the current conventions say `response`; the
+# older ones and pydantic-ai say `result`.
+_RESULT_KEYS = {
+    "tool_call_response": ("response", "result"),
+    "server_tool_call_response": ("server_tool_call_response",),
+}
 
 
 def _is_reasoning(part: Any) -> bool:
@@ -101,7 +162,7 @@ def attr_id(span: Span, key: str, value: Any) -> str | None:
     return opt_id(value, span.place(key), f"the tool-call id in {key}")
 
 
-def _messages(value: Any, at: At, b: Builder) -> list[Msg]:
+def _messages(value: Any, at: At, b: Builder, unimported: Unimported) -> list[Msg]:
     """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts;
     `at` is where the list (or the JSON string holding it) sits."""
     value = json_value(value)
@@ -110,45 +171,62 @@ def _messages(value: Any, at: At, b: Builder) -> list[Msg]:
     out: list[Msg] = []
     for i, m in enumerate(value):
         if isinstance(m, dict):
-            out += _message(m, at / i, b, i)
+            out += _message(m, at / i, b, i, unimported)
     return out
 
 
-def _message(m: dict[str, Any], at: At, b: Builder, i: int) -> list[Msg]:
-    """One message at `at` (the i-th of its list); a parts-model message's tool_call_response parts
-    become tool messages of their own, before it."""
-    out: list[Msg] = []
+def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimported) -> list[Msg]:
+    """One message at `at` (the i-th of its list). A parts-model message's tool_call_response parts
+    become tool messages of their own: before it (they answer earlier calls), or, in an assistant
+    message, after it (a server or built-in tool's result, given inside the turn)."""
+    before: list[Msg] = []
+    after: list[Msg] = []
     role = str(m.get("role") or "user")
     if isinstance(m.get("parts"), list):
+        in_turn = role in ("assistant", "model")
         msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None)
         texts: list[str] = []
         for j, p in enumerate(m["parts"]):
-            if not isinstance(p, dict):
-                continue
             here = at / "parts" / j
+            if not isinstance(p, dict):
+                unimported.not_an_object(here)
+                continue
             kind = p.get("type")
             if kind == "text":
                 texts.append(as_text(p.get("content")))
-            elif kind == "tool_call":
+            elif kind in ("tool_call", "server_tool_call"):
+                # A server tool's call holds its details in `server_tool_call` ({type, ...}).
+                args = p.get("arguments" if kind == "tool_call" else "server_tool_call")
                 call_id = opt_id(p.get("id"), here / "id")
-                c = make_call(call_id, p.get("name"), p.get("arguments"), here, f"call_{i}_{j}")
+                c = make_call(call_id, p.get("name"), args, here, f"call_{i}_{j}")
                 if c is not None:
                     msg.calls.append(c)
-            elif kind == "tool_call_response":
+            elif kind in _RESULT_KEYS:
                 answers = opt_id(p.get("id"), here / "id", "the id of the tool call this part answers")
-                out.append(Msg("tool", as_text(p.get("response")), call_id=answers))
+                answer = Msg("tool", _result(p, kind, here, b), call_id=answers, in_turn=in_turn)
+                (after if in_turn else before).append(answer)
             elif kind in _REASONING:
                 msg.reasoning.append((here, p))
-            elif kind in ("blob", "uri", "file", "image"):
+            elif kind in _ATTACHMENTS:
                 b.warn("attachments-unresolved", "images or files in messages were not imported")
+            elif kind == "compaction":
+                unimported.compaction(here)
+            else:
+                unimported.part(kind, here)
         msg.text = "\n".join(texts)
-        if msg.text or msg.calls or role != "tool":
-            out.append(msg)
-        return out
+        keep = [msg] if msg.text or msg.calls or role != "tool" else []
+        return [*before, *keep, *after]
     content = m.get("content")
     msg = Msg(role=role)
     if isinstance(content, list):
-        msg.reasoning = [(at / "content" / j, p) for j, p in enumerate(content) if _is_reasoning(p)]
+        for j, p in enumerate(content):
+            if _is_reasoning(p):
+                msg.reasoning.append((at / "content" / j, p))
+            elif isinstance(p, dict) and "text" not in p and "content" not in p:
+                if p.get("type") in _ATTACHMENTS:
+                    b.warn("attachments-unresolved", "images or files in messages were not imported")
+                else:
+                    unimported.part(p.get("type"), at / "content" / j)
         content = [p for p in content if not _is_reasoning(p)]
     msg.text = _content(content)
     for j, tc in enumerate((at / "tool_calls").arr(m.get("tool_calls") or [])):
@@ -164,8 +242,22 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int) -> list[Msg]:
     key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
     if key == "tool_call_id" or role == "tool":
         msg.call_id = opt_id(m.get(key), at / key, "the id of the tool call this message answers")
-    out.append(msg)
-    return out
+    return [msg]
+
+
+def _result(part: dict[str, Any], kind: str, at: At, b: Builder) -> str:
+    """The result a tool_call_response (or server_tool_call_response) part at `at` holds, as text.
+    A part with none is imported as an empty result, and a warning names it: no empty text passes
+    for what the tool returned."""
+    keys = _RESULT_KEYS[kind]
+    value = next((part[k] for k in keys if part.get(k) is not None), None)
+    if value is None and not any(k in part for k in keys):
+        b.warn(
+            "tool-result-missing",
+            f"a {kind} part holds no result (no {' or '.join(repr(k) for k in keys)}); it is "
+            f"imported as an empty result (first at {at.where()})",
+        )
+    return as_text(value)
 
 
 def _content(value: Any) -> str:
@@ -255,17 +347,19 @@ _EVENT_ROLES = {
 }
 
 
-def _event_messages(span: Span, b: Builder) -> tuple[list[Msg], list[Msg]]:
+def _event_messages(span: Span, b: Builder, unimported: Unimported) -> tuple[list[Msg], list[Msg]]:
     """The older event style: one span event per message (and `gen_ai.choice` for outputs)."""
     inputs: list[Msg] = []
     outputs: list[Msg] = []
     for i, (name, attrs, places) in enumerate(span.events):
         at = span.at / "events" / i / "attributes"
         if name == "gen_ai.content.prompt":
-            inputs += _messages(attrs.get("gen_ai.prompt"), places.get("gen_ai.prompt", at), b)
+            inputs += _messages(
+                attrs.get("gen_ai.prompt"), places.get("gen_ai.prompt", at), b, unimported
+            )
         elif name == "gen_ai.content.completion":
             completion = attrs.get("gen_ai.completion")
-            outputs += _messages(completion, places.get("gen_ai.completion", at), b)
+            outputs += _messages(completion, places.get("gen_ai.completion", at), b, unimported)
         elif name in _EVENT_ROLES or name == "gen_ai.choice":
             key = "gen_ai.event.content" if attrs.get("gen_ai.event.content") else "body"
             body = json_value(attrs.get(key))
@@ -275,7 +369,7 @@ def _event_messages(span: Span, b: Builder) -> tuple[list[Msg], list[Msg]]:
             if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
                 body, body_at = {**body["message"]}, body_at / "message"
             role = _EVENT_ROLES.get(name, "assistant")
-            msgs = _message({**body, "role": body.get("role") or role}, body_at, b, 0)
+            msgs = _message({**body, "role": body.get("role") or role}, body_at, b, 0, unimported)
             (outputs if name == "gen_ai.choice" else inputs).extend(msgs)
     return inputs, outputs
 
@@ -312,13 +406,16 @@ def to_message(m: Msg) -> Message:
     )
 
 
-def span_messages(s: Span, b: Builder) -> tuple[list[Msg], list[Msg]]:
-    """Inputs and outputs of a model-call span, from the first style that has them."""
+def span_messages(s: Span, b: Builder, unimported: Unimported) -> tuple[list[Msg], list[Msg]]:
+    """Inputs and outputs of a model-call span, from the first style that has them. The outputs are
+    the model's messages and the results given inside them (`Msg.in_turn`)."""
     a = s.attrs
-    inputs = _messages(a.get("gen_ai.input.messages"), s.place("gen_ai.input.messages"), b)
-    outputs = _messages(a.get("gen_ai.output.messages"), s.place("gen_ai.output.messages"), b)
+    inputs = _messages(a.get("gen_ai.input.messages"), s.place("gen_ai.input.messages"), b, unimported)
+    outputs = _messages(
+        a.get("gen_ai.output.messages"), s.place("gen_ai.output.messages"), b, unimported
+    )
     if not inputs and not outputs:
-        inputs, outputs = _event_messages(s, b)
+        inputs, outputs = _event_messages(s, b, unimported)
     if not inputs:
         inputs = _flat_genai(s, "gen_ai.prompt")
     if not outputs:
@@ -327,7 +424,7 @@ def span_messages(s: Span, b: Builder) -> tuple[list[Msg], list[Msg]]:
         inputs = _openinference_messages(s, "llm.input_messages")
     if not outputs:
         outputs = _openinference_messages(s, "llm.output_messages")
-    return inputs, [m for m in outputs if m.role in ("assistant", "model", "")] or outputs
+    return inputs, [m for m in outputs if m.role in ("assistant", "model", "") or m.in_turn] or outputs
 
 
 def tool_definitions(a: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,7 +18,9 @@ base64; `intValue` may be a string. Tool-call ids follow every importer's rule: 
 decimal string, a boolean or a fraction is refused naming the attribute (or the place in the JSON
 content) that holds it. `reasoning` parts of a call's output messages are kept verbatim in its step's
 metadata; context messages hold text and tool calls only, so a replay cannot send them back (a
-warning says so).
+warning says so). A tool result given inside an output message (a
+server or built-in tool the provider ran) is an observation of that call's step. Message parts car
+cannot import are named in a warning.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Literal
 from car.importers.base import ENVIRONMENT, Builder, Document, sampling_from
 from car.importers.genai_content import (
     Msg,
+    Unimported,
     as_text,
     attr_id,
     json_value,
@@ -103,9 +106,10 @@ class OtlpJson:
         steps: list[dict[str, Any]] = []
         missing_input = missing_output = 0
         reasoning = SeenReasoning()
+        unimported = Unimported()
         for s in calls:
             actor = self._agent(s, ancestors(s))
-            inputs, outputs = span_messages(s, b)
+            inputs, outputs = span_messages(s, b, unimported)
             for place, part in (r for m in inputs for r in m.reasoning):  # mostly earlier outputs
                 reasoning.input(place, part)
             produced = [r for m in outputs for r in m.reasoning]
@@ -125,8 +129,9 @@ class OtlpJson:
                 missing_input += 1
             if not outputs:
                 missing_output += 1
-            text = "\n".join(m.text for m in outputs if m.text)
-            out_calls = [c for m in outputs for c in m.calls]
+            said = [m for m in outputs if not m.in_turn]
+            text = "\n".join(m.text for m in said if m.text)
+            out_calls = [c for m in said for c in m.calls]
             sampling, dropped = sampling_from(sampling_values(s.attrs))
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
@@ -140,10 +145,12 @@ class OtlpJson:
                     "captured": bool(outputs),
                     "sampling": sampling,
                     "thinking": [part for _, part in produced],
-                    "obs": [],
+                    # results of server or built-in tools, given inside the output
+                    "obs": [(m.call_id, m.text, False) for m in outputs if m.in_turn],
                 }
             )
         reasoning.warn(b, "reasoning part", "redacted")
+        unimported.warn(b)
         early = self._attach_tools(b, spans, steps)
         self._observations_from_inputs(steps)
         for t, call, result in early:

@@ -771,6 +771,130 @@ def _thinking_warning(t: Trace) -> str:
     return warning.message
 
 
+def _warning(t: Trace, code: str) -> str:
+    assert t.fidelity is not None
+    (warning,) = [w for w in t.fidelity.warnings if w.code == code]
+    return warning.message
+
+
+_SPAN0 = "$.resourceSpans[0].scopeSpans[0].spans[0].attributes"
+
+
+def _answered_by(tmp_path: Path, answer: dict[str, Any]) -> Trace:
+    """A run whose first call's tool call is answered by `answer` in the second call's input."""
+    user, call = _msg("user", "where is order 7?"), _msg("assistant", call="7")
+    steps = [_chat(1, [user], call), _chat(2, [user, call, answer], _msg("assistant", "ok"))]
+    return load_any(_write(tmp_path, "otel.json", _otlp(*steps)))
+
+
+def test_otel_tool_results_under_result_are_read_and_a_part_without_one_is_warned(
+    tmp_path: Path,
+) -> None:
+    # The current conventions write {"type": "tool_call_response", "response"}; the older ones and
+    # pydantic-ai write "result". Either is what the tool returned: never an empty observation.
+    older = {"type": "tool_call_response", "id": "c", "result": "shipped"}
+    t = _answered_by(tmp_path, {"role": "tool", "parts": [older]})
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c", "shipped")]
+    context = t.steps[1].context
+    assert isinstance(context, tuple)
+    assert (context[-1].role, context[-1].content) == ("tool", "shipped")
+    assert "tool-result-missing" not in codes(t)
+
+    # A part that holds neither is imported as an empty result, and said, naming the place.
+    t = _answered_by(tmp_path, {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c"}]})
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c", "")]
+    warning = _warning(t, "tool-result-missing")
+    assert "no 'response' or 'result'" in warning
+    place = "$.resourceSpans[0].scopeSpans[0].spans[1].attributes[2].value.stringValue[2].parts[0]"
+    assert warning.endswith(f"(first at {place})")
+
+
+def test_otel_server_and_built_in_tool_results_answer_their_call_inside_the_turn(
+    tmp_path: Path,
+) -> None:
+    # A server tool (the conventions' server_tool_call / server_tool_call_response parts) or a
+    # pydantic-ai built-in tool (tool_call and tool_call_response with "builtin": true) runs at the
+    # provider: call and result sit in the same assistant message. The result is the observation of
+    # the step that made the call, and in later inputs it follows that message, as it happened.
+    search = {"type": "web_search", "query": "cats"}
+    hits = {"type": "web_search", "results": ["Cats are great"]}
+    server = {
+        "role": "assistant",
+        "parts": [
+            {"type": "server_tool_call", "id": "s1", "name": "web_search", "server_tool_call": search},
+            {"type": "server_tool_call_response", "id": "s1", "server_tool_call_response": hits},
+            {"type": "text", "content": "They are great."},
+        ],
+    }
+    builtin = {
+        "role": "assistant",
+        "parts": [
+            {
+                "type": "tool_call",
+                "id": "b1",
+                "name": "web_fetch",
+                "arguments": {"u": "x"},
+                "builtin": True,
+            },
+            {"type": "tool_call_response", "id": "b1", "result": "page", "builtin": True},
+            {"type": "text", "content": "Fetched."},
+        ],
+    }
+    user, more, thanks = _msg("user", "cats?"), _msg("user", "and the page?"), _msg("user", "ty")
+    calls = [
+        _chat(1, [user], server),
+        _chat(2, [user, server, more], builtin),
+        _chat(3, [user, server, more, builtin, thanks], _msg("assistant", "ok")),
+    ]
+    t = load_any(_write(tmp_path, "otel.json", _otlp(*calls)))
+    first, second, last = t.steps
+    assert first.action.text == "They are great."
+    assert [(c.id, c.name, c.arguments) for c in first.action.tool_calls] == [
+        ("s1", "web_search", search)
+    ]
+    assert [(o.call_id, json.loads(o.content)) for o in first.observations] == [("s1", hits)]
+    assert [(c.id, c.name) for c in second.action.tool_calls] == [("b1", "web_fetch")]
+    assert [(o.call_id, o.content) for o in second.observations] == [("b1", "page")]
+    assert isinstance(last.context, tuple)
+    assert [(m.role, m.tool_call_id or [c.id for c in m.tool_calls]) for m in last.context] == [
+        ("user", []),
+        ("assistant", ["s1"]),
+        ("tool", "s1"),
+        ("user", []),
+        ("assistant", ["b1"]),
+        ("tool", "b1"),
+        ("user", []),
+    ]
+    assert not {"orphan-tool-result", "items-skipped"} & codes(t)
+
+
+def test_otel_compaction_unknown_and_media_parts_are_named_not_dropped(tmp_path: Path) -> None:
+    # The current conventions' compaction part, a part type car does not know, and pydantic-ai's
+    # media parts: none can be imported, and each is said, naming where the first one sits.
+    compacted = {"type": "compaction", "id": "cmp_1", "content": "Earlier: dogs."}
+    user = {
+        "role": "user",
+        "parts": [
+            compacted,
+            {"type": "image-url", "url": "https://example.org/cat.png"},
+            {"type": "future_part", "data": 1},
+            "stray",
+            {"type": "text", "content": "and cats?"},
+        ],
+    }
+    f = _write(tmp_path, "otel.json", _otlp(_chat(1, [user], _msg("assistant", "Also great."))))
+    t = load_any(f)
+    context = t.steps[0].context
+    assert isinstance(context, tuple) and [m.content for m in context] == ["and cats?"]
+    assert {"compaction", "items-skipped", "attachments-unresolved"} <= codes(t)
+    at = f"{_SPAN0}[2].value.stringValue[0].parts"
+    assert _warning(t, "compaction").endswith(f"(first at {at}[0])")
+    assert _warning(t, "items-skipped") == (
+        "message parts car does not import were left out: 'future_part' (first at "
+        f"{at}[2]), parts that are not objects (first at {at}[3])"
+    )
+
+
 _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
     (
         "openai-chat",
