@@ -5,8 +5,8 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`.
-A message's `reasoning` parts are not text: they stay beside it, verbatim, with where they sit. A
-tool result given inside an assistant message (a server
+A message's `reasoning` parts (and an OpenAI-style `reasoning_content`) are not text: they stay
+beside it, verbatim, with where they sit. A tool result given inside an assistant message (a server
 or built-in tool the provider ran) follows that message. Parts car cannot import are named in a
 warning (`Unimported`), never dropped without a word.
 """
@@ -218,6 +218,9 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
         return [*before, *keep, *after]
     content = m.get("content")
     msg = Msg(role=role)
+    reasoning = m.get("reasoning_content")  # DeepSeek and other OpenAI-compatible servers
+    if reasoning is not None and reasoning != "":
+        msg.reasoning.append((at / "reasoning_content", {"reasoning_content": reasoning}))
     if isinstance(content, list):
         for j, p in enumerate(content):
             if _is_reasoning(p):

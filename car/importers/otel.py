@@ -16,9 +16,9 @@ and `gen_ai.content.prompt` / `gen_ai.content.completion`), the flattened `gen_a
 `gen_ai.completion.N.*` style, and OpenInference `llm.input_messages.N.message.*`. Ids may be hex or
 base64; `intValue` may be a string. Tool-call ids follow every importer's rule: an integer is its
 decimal string, a boolean or a fraction is refused naming the attribute (or the place in the JSON
-content) that holds it. `reasoning` parts of a call's output messages are kept verbatim in its step's
-metadata; context messages hold text and tool calls only, so a replay cannot send them back (a
-warning says so). A tool result given inside an output message (a
+content) that holds it. `reasoning` parts (and an OpenAI-style `reasoning_content`) of a call's output
+messages are kept verbatim in its step's metadata; context messages hold text and tool calls only, so a
+replay cannot send them back (a warning says so). A tool result given inside an output message (a
 server or built-in tool the provider ran) is an observation of that call's step. Message parts car
 cannot import are named in a warning.
 """
@@ -288,9 +288,9 @@ def _span_meta(span: Span) -> dict[str, Any]:
 
 
 def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Step metadata for a call's reasoning parts, whose readable text is their `content`."""
+    """Step metadata for a call's reasoning parts, whose readable text is their `content` (or the
+    `reasoning_content` an OpenAI-style message held)."""
     if not parts:
         return {}
-    return thinking_metadata(
-        parts, [p["content"] if isinstance(p.get("content"), str) else "" for p in parts]
-    )
+    texts = [p.get("content", p.get("reasoning_content")) for p in parts]
+    return thinking_metadata(parts, [t if isinstance(t, str) else "" for t in texts])

@@ -895,6 +895,26 @@ def test_otel_compaction_unknown_and_media_parts_are_named_not_dropped(tmp_path:
     )
 
 
+def test_otel_reasoning_content_of_openai_style_messages_is_kept_as_thinking(
+    tmp_path: Path,
+) -> None:
+    # DeepSeek and other OpenAI-compatible servers put reasoning in the message's reasoning_content.
+    output = {"role": "assistant", "content": "yes", "reasoning_content": "They greet; agree."}
+    earlier = {"role": "assistant", "content": "Hi.", "reasoning_content": "Greet back."}
+    f = _write(
+        tmp_path, "otel.json", _otlp(_chat(1, [{"role": "user", "content": "hi"}, earlier], output))
+    )
+    t = load_any(f)
+    assert t.steps[0].action.text == "yes"
+    assert t.steps[0].metadata["thinking_blocks"] == [{"reasoning_content": "They greet; agree."}]
+    assert t.steps[0].metadata["thinking"] == "They greet; agree."
+    warning = _thinking_warning(t)
+    assert warning.startswith("1 reasoning part is kept verbatim ")
+    assert f"(first at {_SPAN0}[3].value.stringValue[0].reasoning_content)" in warning
+    assert "; 1 reasoning part in recorded inputs that no recorded call produced " in warning
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
 _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
     (
         "openai-chat",
