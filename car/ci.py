@@ -138,8 +138,9 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def check_outputs(req: BlameRequest) -> None:
-    """Refuse, before any work, outputs that would overwrite each other or a trace being attributed
-    (every report was written, and the last one silently won)."""
+    """Refuse, before any work, outputs that would overwrite each other, a trace being attributed or
+    the rollout store (every report was written, and the last one silently won; a report over the
+    store destroyed it, a JSONL one under the open database)."""
     named: list[tuple[str, Path]] = [(f"-o {req.output}", req.output)] if req.output else []
     named += [(f"--report {fmt.value}={path}", path) for fmt, path in req.reports]
     for i, (flag, path) in enumerate(named):
@@ -155,6 +156,22 @@ def check_outputs(req: BlameRequest) -> None:
                 raise InputError(
                     f"{flag} would overwrite the trace {trace} it attributes; write the report elsewhere"
                 )
+    if req.no_store:
+        return
+    store = req.store_path if req.store_path is not None else default_store_path()
+    for flag, path in named:
+        if _same_file(path, store):
+            raise InputError(
+                f"{flag} would overwrite the rollout store {store}; write the report elsewhere"
+            )
+
+
+def check_rerender_output(source: Path, output: Path | None) -> None:
+    """Refuse, before any work, a `car report -o` naming the store or file it re-renders."""
+    if output is not None and _same_file(output, source):
+        raise InputError(
+            f"-o {output} would overwrite {source}, the source it re-renders; write the report elsewhere"
+        )
 
 
 def write_report(path: Path, text: str) -> None:

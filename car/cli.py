@@ -492,9 +492,10 @@ def report_cmd(
     """Re-render saved results in any format, without new model calls."""
     global _DEBUG
     _DEBUG = debug
-    from car.ci import rerender, write_report
+    from car.ci import check_rerender_output, rerender, write_report
 
     _check_html_destination(fmt, output)
+    check_rerender_output(source, output)
     text = rerender(source, fmt, trace=trace, pick=pick)
     if output is None:
         sys.stdout.write(text)

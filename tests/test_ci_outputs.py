@@ -749,6 +749,42 @@ def test_two_outputs_naming_one_file_are_refused_before_any_work(
     assert (work / "pivot.json").read_text() == Path(PIVOT).read_text()
 
 
+def test_outputs_that_name_the_rollout_store_are_refused_before_any_work(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o or --report on the store replaced it with the report (a jsonl report truncated the open
+    database under the run), and the command exited 0."""
+    code, _, err = run(
+        ["blame", PIVOT, "--samples", "4", "--match-samples", "4", "--store", "st.db"], capsys
+    )
+    assert code == 0, err
+    (work / ".car").mkdir()
+    (work / ".car" / "store.sqlite").write_bytes((work / "st.db").read_bytes())
+    stores = {p: p.read_bytes() for p in (work / "st.db", work / ".car" / "store.sqlite")}
+    default = work / ".car" / "store.sqlite"
+    for outputs, named in (
+        (["--store", "st.db", "-o", "st.db"], "-o st.db would overwrite the rollout store st.db"),
+        (
+            ["--store", "st.db", "--report", "jsonl=./st.db"],
+            "--report jsonl=st.db would overwrite the rollout store st.db",
+        ),
+        (
+            ["-o", ".car/store.sqlite"],
+            f"-o .car/store.sqlite would overwrite the rollout store {default}",
+        ),
+    ):
+        for extra in ([], ["--dry-run"]):
+            args = ["blame", str(TRACES / "or.json"), "--samples", "4", *outputs, *extra]
+            code, out, err = run(args, capsys)
+            assert (code, out) == (2, "")
+            (line,) = err.splitlines()
+            assert line.startswith(f"car: error: {named}"), line
+    assert {p: p.read_bytes() for p in stores} == stores
+    # Without a store, the file is just a file the user chose to write.
+    args = ["blame", PIVOT, "--no-store", "-o", "st.db", "--dry-run"]
+    assert run(args, capsys)[0] == 0
+
+
 def test_output_parent_directories_are_made(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, _ = run(["blame", PIVOT, *FAST, "--format", "json", "-o", "new/dir/r.json"], capsys)
     assert code == 0

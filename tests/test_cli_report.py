@@ -179,6 +179,22 @@ def test_report_output_makes_missing_directories_and_refuses_a_directory(
     assert (code, out) == (2, "") and "it is a directory; name a file" in err
 
 
+def test_report_refuses_to_overwrite_its_source(
+    analyses: Path, saved: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o naming the store (or the report) being re-rendered replaced it with the rendered text."""
+    for source in (analyses, saved):
+        before = source.read_bytes()
+        same = source.parent / ".." / source.parent.name / source.name  # another spelling
+        code, out, err = run(capsys, "report", str(source), "--format", "markdown", "-o", str(same))
+        assert (code, out) == (2, "")
+        assert err.splitlines() == [
+            f"car: error: -o {same} would overwrite {source}, the source it re-renders; "
+            "write the report elsewhere"
+        ]
+        assert source.read_bytes() == before
+
+
 @pytest.fixture
 def analyses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     """A store with two analyses of support-refund (8 and 4 samples per step) and one of pivot."""
