@@ -9,6 +9,7 @@ import asyncio
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -128,13 +129,24 @@ def prepare_output(path: Path) -> None:
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file: spelled differently, through a link, or a hard link."""
+    """Whether two paths name one regular file (or one that does not exist yet): spelled differently,
+    through a link, or a hard link. Devices, pipes and sockets are never one file: writing twice to
+    /dev/null, or to /dev/stdout and /dev/stderr joined by `2>&1`, loses nothing."""
+    if not (_regular_or_missing(a) and _regular_or_missing(b)):
+        return False
     try:
         if a.resolve() == b.resolve():
             return True
         return a.samefile(b)
     except (OSError, RuntimeError):  # one does not exist yet (or a link loops): two files
         return False
+
+
+def _regular_or_missing(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:  # not there yet (or a link loops): compared by name
+        return True
 
 
 def check_outputs(req: BlameRequest) -> None:

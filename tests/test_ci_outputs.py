@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -783,6 +785,24 @@ def test_outputs_that_name_the_rollout_store_are_refused_before_any_work(
     # Without a store, the file is just a file the user chose to write.
     args = ["blame", PIVOT, "--no-store", "-o", "st.db", "--dry-run"]
     assert run(args, capsys)[0] == 0
+
+
+def test_outputs_to_devices_are_not_one_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Device files were compared as regular files: -o /dev/null --report junit=/dev/null was refused,
+    and so was -o /dev/stdout --report markdown=/dev/stderr with stderr joined to stdout."""
+    args = ["blame", PIVOT, *FAST, "-o", "/dev/null", "--report", "junit=/dev/null"]
+    code, out, err = run(args, capsys)
+    assert (code, out) == (0, ""), err
+    args = ["blame", PIVOT, *FAST, "-q", "-o", "/dev/stdout", "--report", "markdown=/dev/stderr"]
+    done = subprocess.run(
+        [sys.executable, "-m", "car", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert "## car blame" in done.stdout and "car blame: pivot-0" in done.stdout
 
 
 def test_output_parent_directories_are_made(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
