@@ -9,17 +9,29 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from car.report import Estimate, Report, label_line
 
-__all__ = ["bar", "fit_columns", "literal", "render_json", "render_table", "sparkline"]
+__all__ = [
+    "Layout",
+    "as_blocks",
+    "bar",
+    "figure",
+    "fit_columns",
+    "fit_layouts",
+    "literal",
+    "render_json",
+    "render_table",
+    "sparkline",
+]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -98,32 +110,99 @@ def _curve_line(report: Report, width: int) -> Text | None:
     return line
 
 
-def fit_columns(table: Table, console: Console, narrowest: Mapping[int, int]) -> bool:
-    """Fit `table` to the console by narrowing its text columns (index -> the fewest characters each
-    keeps; their text ends in "…"), widest first; whether it fits. Every other column holds figures:
-    it keeps its width and, on a console too narrow even then, wraps rather than cut a figure short.
+def figure(cell: Text | str) -> Text:
+    """A table cell holding figures: never wrapped inside the table (see `fit_columns`)."""
+    text = cell.copy() if isinstance(cell, Text) else Text(cell)
+    text.no_wrap = True
+    return text
+
+
+def fit_columns(
+    table: Table, console: Console, narrowest: Mapping[int, int], wrap: Collection[int] = ()
+) -> bool:
+    """Fit `table` to the console; whether it fits. The columns in `narrowest` (index -> the fewest
+    characters each keeps; their text ends in "…") narrow first, widest first; then the columns in
+    `wrap` wrap between words, header included, widest first. No column gets narrower than the
+    longest word of its header, nor a `wrap` column than a word of its cells or a whole `figure`.
+    Every other column keeps its width: a table that still does not fit is the caller's to lay out
+    another way (rich would fit it by folding words and figures mid-way).
     """
-    for i, column in enumerate(table.columns):
-        if i not in narrowest:
-            column.no_wrap, column.overflow = False, "fold"
     unbounded = console.options.update_width(10_000)
-    excess = Measurement.get(console, unbounded, table).maximum - console.width
-    widths = {}
-    for i in narrowest:
+
+    def measure(renderable: RenderableType) -> Measurement:
+        return Measurement.get(console, unbounded, renderable)
+
+    widths, floors = {}, {}
+    for i in [*narrowest, *wrap]:
         column = table.columns[i]
-        cells = [column.header, *column.cells]
-        natural = max(Measurement.get(console, unbounded, c).maximum for c in cells)
+        header, cells = measure(column.header), [(c, measure(c)) for c in column.cells]
+        natural = max([header.maximum, *(m.maximum for _, m in cells)])
         widths[i] = min(natural, column.max_width or natural)
-    while excess > 0:
-        room = {i: w - narrowest[i] for i, w in widths.items() if w > narrowest[i]}
-        if not room:
-            break
-        widest = max(room, key=lambda i: (room[i], -i))
-        widths[widest] -= 1
-        excess -= 1
+        if i in narrowest:
+            floors[i] = max(narrowest[i], header.minimum)
+        else:  # a figure keeps its lines whole, other text breaks between words
+            unbroken = (m.maximum if isinstance(c, Text) and c.no_wrap else m.minimum for c, m in cells)
+            floors[i] = max(header.minimum, *unbroken)
+    excess = measure(table).maximum - console.width
+    for group in (narrowest, wrap):
+        while excess > 0:
+            room = {i: widths[i] - floors[i] for i in group if widths[i] > floors[i]}
+            if not room:
+                break
+            widest = max(room, key=lambda i: (room[i], -i))
+            widths[widest] -= 1
+            excess -= 1
     for i, w in widths.items():
         table.columns[i].max_width = w
+        if i in wrap:
+            table.columns[i].no_wrap = False
     return excess <= 0
+
+
+Layout = tuple[bool, Mapping[int, int], Collection[int]]  # split, narrowest, wrap
+
+
+def fit_layouts(
+    build: Callable[[bool], Table], console: Console, layouts: Sequence[Layout]
+) -> Table | None:
+    """`build(split)` fitted to the console by the first of `layouts` (split, narrowest, wrap; see
+    `fit_columns`) under which it fits, each going on from the one before while `split` is the same;
+    None when none does."""
+    table, built = None, False
+    for split, narrowest, wrap in layouts:
+        if table is None or split != built:
+            table, built = build(split), split
+        if fit_columns(table, console, narrowest, wrap):
+            return table
+    return None
+
+
+def as_blocks(table: Table, heading: int, truncate: Collection[int]) -> Group:
+    """`table` for a console too narrow for it: its title, then a block per row: a heading of the first
+    `heading` columns ("# 1  step 4"), then a line per other column, header then value. The `truncate`
+    columns (trace text) keep one line ending in "…"; a value of several lines is joined into one that
+    wraps between words, so a figure is never cut."""
+
+    def one_line(cell: RenderableType) -> Text:
+        return Text(" ").join(cell.split()) if isinstance(cell, Text) else Text(str(cell))
+
+    columns = [(str(column.header), list(column.cells)) for column in table.columns]
+    parts: list[RenderableType] = []
+    if table.title is not None:
+        parts.append(Text.assemble(table.title, style="table.title"))
+    for row in range(table.row_count):
+        head = Text("  ", style="table.header", no_wrap=True, overflow="ellipsis").join(
+            Text(f"{header} ") + one_line(cells[row]) for header, cells in columns[:heading]
+        )
+        grid = Table.grid(padding=(0, 1, 0, 0))
+        grid.add_column(style="table.header", no_wrap=True)
+        grid.add_column()
+        for i, (header, cells) in enumerate(columns[heading:], heading):
+            value = one_line(cells[row])
+            value.no_wrap, value.overflow = (True, "ellipsis") if i in truncate else (False, None)
+            grid.add_row(header, value)
+        parts += [head, Padding(grid, (0, 0, 0, 2), expand=False)]
+    return Group(*parts)
 
 
 def _bar_cell(e: Estimate | None, text: str, style: str) -> Text:
@@ -137,7 +216,12 @@ def render_json(report: Report) -> str:
 
 _STYLE = {"locus": "bold red", "contributing": "yellow", "not significant": "dim"}
 TABLE_TOP = 20  # rows of the ranked table for a long run (significant steps are always shown)
-_GIVE_WAY = {2: 5, 3: 8}  # the actor and action columns narrow (to 5 and 8) before a figure is cut
+# How the ranked table gives way on a narrow console (see fit_layouts): the actor and action columns
+# narrow to 5 and 8 characters; each interval moves under its estimate; action narrows to its header
+# word, then the verdicts and the headers of the figures (columns 4 on) wrap between words. Below that
+# each step is a block of its own.
+_GIVE_WAY = {2: 5, 3: 8}
+_LAST_WAY = {2: 5, 3: 6}
 
 
 def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -> Table:
@@ -182,11 +266,15 @@ def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -
             str(s.index),
             literal(s.actor),
             literal(s.action),
-            _bar_cell(s.rescue, _pct(s.rescue, sep=sep), _STYLE.get(verdict, "")),
-            _pct(s.drop, signed=True, sep=sep),
-            match,
+            figure(_bar_cell(s.rescue, _pct(s.rescue, sep=sep), _STYLE.get(verdict, ""))),
+            figure(_pct(s.drop, signed=True, sep=sep)),
+            figure(match),
             Text(verdict, style=_STYLE.get(verdict, "")),
-            *((phi_cell(phi.get(index), split=split), share_cell(phi.get(index))) if phi else ()),
+            *(
+                (figure(phi_cell(phi.get(index), split=split)), figure(share_cell(phi.get(index))))
+                if phi
+                else ()
+            ),
         )
     return table
 
@@ -213,12 +301,15 @@ def render_table(report: Report, console: Console) -> None:
         significant = {i for i in order if report.steps[i].verdict in ("locus", "contributing")}
         shown = set(order[:TABLE_TOP]) | significant
     rows = [(rank, i) for rank, i in enumerate(order, 1) if i in shown]  # ranks count hidden rows
-    table = _ranked_table(report, rows, split=False)
-    if not fit_columns(table, console, _GIVE_WAY):
-        table = _ranked_table(report, rows, split=True)  # each interval under its estimate
-        fit_columns(table, console, _GIVE_WAY)
+
+    def build(split: bool) -> Table:
+        return _ranked_table(report, rows, split=split)
+
+    wrap = range(4, 10 if phi else 8)  # rescue to verdict, and phi and share
+    layouts = [(False, _GIVE_WAY, ()), (True, _GIVE_WAY, ()), (True, _LAST_WAY, wrap)]
+    table = fit_layouts(build, console, layouts) or as_blocks(build(True), 2, truncate=(2, 3))
     extra = shapley_table(report, console)
-    lines: list[Text | Table] = [extra] if extra is not None else []
+    lines: list[RenderableType] = [extra] if extra is not None else []
     if len(shown) < len(order):
         lines.insert(
             0,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from car.render import fit_columns, literal
+from car.render import as_blocks, figure, fit_layouts, literal
 from car.report import Report, ShapleyPlayer, ShapleyReport
 
 __all__ = ["phi_cell", "shapley_lines", "shapley_table", "share_cell", "step_players"]
@@ -38,20 +38,28 @@ def share_cell(p: ShapleyPlayer | None) -> str:
     return "-" if p is None or p.share is None else f"{p.share:.0%}"
 
 
-def shapley_table(report: Report, console: Console | None = None) -> Table | None:
+def shapley_table(report: Report, console: Console | None = None) -> RenderableType | None:
     """A ranked table of agent or group players (step players sit in the main table instead), fitted
-    to `console` when given: player names and actions give way, figures are never cut."""
+    to `console` when given: player names and actions give way, then intervals move under their
+    estimates, then step lists and headers wrap, and below that each player is a block; figures and
+    words are never cut."""
     sh = report.shapley
     if sh is None or sh.players_kind == "steps":
         return None
-    table = _players_table(report, sh, split=False)
-    if console is not None and not fit_columns(table, console, _GIVE_WAY):
-        table = _players_table(report, sh, split=True)  # each interval under its estimate
-        fit_columns(table, console, _GIVE_WAY)
-    return table
+    if console is None:
+        return _players_table(report, sh, split=False)
+
+    def build(split: bool) -> Table:
+        return _players_table(report, sh, split=split)
+
+    layouts = [(False, _GIVE_WAY, ()), (True, _GIVE_WAY, ()), (True, _LAST_WAY, (2, 4, 5))]
+    return fit_layouts(build, console, layouts) or as_blocks(build(True), 2, truncate=(3,))
 
 
-_GIVE_WAY = {1: 8, 3: 12}  # the player and actions columns narrow (to 8 and 12) before a figure
+# The player and actions columns narrow to 8 and 12 characters before anything else, and to their
+# header words before the step lists and headers wrap (see render._GIVE_WAY).
+_GIVE_WAY = {1: 8, 3: 12}
+_LAST_WAY = {1: 6, 3: 7}
 
 
 def _players_table(report: Report, sh: ShapleyReport, *, split: bool) -> Table:
@@ -73,10 +81,10 @@ def _players_table(report: Report, sh: ShapleyReport, *, split: bool) -> Table:
         table.add_row(
             str(rank),
             literal(p.id),
-            ",".join(map(str, p.steps)),
+            (", " if split else ",").join(map(str, p.steps)),  # split: a long list wraps
             literal(actions),
-            phi_cell(p, split=split),
-            share_cell(p),
+            figure(phi_cell(p, split=split)),
+            figure(share_cell(p)),
         )
     return table
 

@@ -131,18 +131,44 @@ def _numbers(text: str) -> Counter[str]:
     return Counter(re.findall(r"[-+]?\d+%?", text))
 
 
-@pytest.mark.parametrize("width", [120, 100, 80])
+# Words of the table's headers and verdicts: each is printed whole or not at all.
+_WORDS = {"#", "step", "actor", "action", "rescue", "[95%", "CI]", "drop", "match", "verdict", "phi"}
+_WORDS |= {"share", "player", "steps", "actions", "locus", "contributing", "not", "significant"}
+
+
+def _words(text: str) -> Counter[str]:
+    return Counter(w for w in text.split() if w in _WORDS)
+
+
+def _render(report: car.Report, width: int) -> str:
+    console = Console(record=True, width=width, file=io.StringIO(), no_color=True)
+    render_table(report, console)
+    return console.export_text(styles=False)
+
+
+@pytest.mark.parametrize("width", [120, 100, 80, 60, 40])
 @pytest.mark.parametrize("kind", ["steps", "agents"])
 def test_no_number_is_cut_at_any_width(width: int, kind: str) -> None:
     """Numbers were cut to fit ("+48% [+44, +…", "10…") when the columns were wider than the
-    terminal; the text columns give way instead, and a number that still cannot fit wraps whole."""
+    terminal, and then folded ("+4" over "8%", "contributin" over "g", "re" over "sc" over "ue"
+    in a header); the text columns give way instead, then each interval moves under its estimate,
+    then verdicts and headers wrap between words, and below that each step is a block of its own."""
     from car.render_shapley import phi_cell, share_cell
 
     report = car.blame(ROOT / "traces" / "and.json", samples=8, match_samples=2, seed=0)
     wide = Estimate(estimate=-0.55, low=-1.0, high=1.0, n=8)
     full = Estimate(estimate=1.0, low=1.0, high=1.0, n=8)
-    steps = [
-        s.model_copy(update={"actor": "orchestrator-14", "rescue": full, "drop": wide})
+    verdicts = ["contributing", "locus", "not significant"]
+    steps = [  # actions without table words ("step 0: choose BAD"): they are cut short with "…"
+        s.model_copy(
+            update={
+                "actor": "orchestrator-14",
+                "action": "fetch(url='https://example.org/page')",
+                "rescue": full,
+                "drop": wide,
+                "verdict": verdicts[s.index],
+            }
+        )
         for s in report.steps
     ]
     players = [
@@ -166,9 +192,7 @@ def test_no_number_is_cut_at_any_width(width: int, kind: str) -> None:
         budget=Budget(rollouts=1000, policy_calls=1000),
     )
     report = report.model_copy(update={"steps": steps, "shapley": sh})
-    console = Console(record=True, width=width, file=io.StringIO(), no_color=True)
-    render_table(report, console)
-    text = console.export_text(styles=False)
+    text = _render(report, width)
     assert max(len(line) for line in text.splitlines()) <= width
     assert not re.search(r"[\d%\[,]…", text), text  # nothing numeric ends in an ellipsis
     expected = Counter[str]()
@@ -180,5 +204,8 @@ def test_no_number_is_cut_at_any_width(width: int, kind: str) -> None:
         if kind == "agents":
             expected += _numbers(",".join(map(str, p.steps)))
     assert _numbers(text) >= expected, text
+    # Every header and verdict word printed on a console wide enough for all of them is printed
+    # whole at this width too (a word broken across lines loses its count).
+    assert _words(text) >= _words(_render(report, 400)), text
     if width == 120:  # room enough: every figure whole on its row
         assert text.count("-55% [-125, +100]") == 3 and text.count("-55% [-100, +100]") == 3
