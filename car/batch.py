@@ -338,13 +338,18 @@ class BudgetGuard:
 
     def settle(self, key: int, result: TraceResult) -> None:
         """Replace the trace's reservation by what it used, and wake the traces waiting for room."""
+        report = result.report
+        used_r = report.budget.rollouts if report else result.fresh_rollouts + result.stored_rollouts
+        used_c = report.budget.policy_calls if report else result.fresh_policy_calls
+        self.release(key, used_r, used_c)
+
+    def release(self, key: int, rollouts: int, policy_calls: int) -> None:
+        """Replace the trace's reservation by the rollouts and policy calls it used, and wake the
+        traces waiting for room."""
         if key in self.held:
             r, c = self.held.pop(key)
-            report = result.report
-            used_r = report.budget.rollouts if report else result.fresh_rollouts + result.stored_rollouts
-            used_c = report.budget.policy_calls if report else result.fresh_policy_calls
-            self.rollouts += used_r - r
-            self.policy_calls += used_c - c
+            self.rollouts += rollouts - r
+            self.policy_calls += policy_calls - c
         self._wake()
 
     def _wake(self) -> None:
@@ -638,7 +643,15 @@ async def blame_many_async(
                     i, rollouts, policy_calls, spent_rollouts=spent_rollouts, spent_calls=spent_calls
                 )
 
-            result = await attribute_one(item.path, item.trace, opts, runner, progress, grant)
+            counted = runner.child()  # this trace's counts, still there if attribute_one raises
+            try:
+                result = await attribute_one(item.path, item.trace, opts, counted, progress, grant)
+            except BaseException:
+                # --debug re-raises (and fail-fast cancels): the reservation is still returned, or a
+                # trace waiting for room would wait for it forever.
+                stats = counted.stats
+                budget.release(i, stats.fresh + stats.stored, stats.fresh_policy_calls)
+                raise
             budget.settle(i, result)
             finish(i, result)
 

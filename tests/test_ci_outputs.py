@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -12,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from car.batch import BatchOptions, TraceResult, blame_many, expand_paths
+from car.batch import BatchOptions, TraceResult, blame_many, blame_many_async, expand_paths
 from car.cli import main
+from car.errors import SpecError
 from car.gates import Gates, final_exit_code
 from car.outputs import (
     GITHUB_SUMMARY_LIMIT,
@@ -851,6 +853,87 @@ def test_a_trace_that_fails_returns_its_reservation(
     assert code == 2  # the input error is the worst outcome
     statuses = {r["trace_id"]: r["status"] for r in map(json.loads, out.splitlines())}
     assert statuses == {"no-policy": "input-error", "pivot-0": "ok", "and-0": "ok"}, statuses
+
+
+BOOM_POLICY = (
+    "from car.specs import make_policy\n"
+    "def policy(trace):\n"
+    "    if trace.id.startswith('and'):\n"
+    "        raise RuntimeError('boom for ' + trace.id)\n"
+    "    return make_policy('sim:pivot', trace)\n"
+)
+
+
+def _debug_batch(options: BatchOptions, max_rollouts: int) -> list[TraceResult]:
+    """Attribute and.json then pivot.json (97 estimated rollouts each, so under a cap of 97 pivot
+    waits for and's reservation); the results delivered before --debug re-raises and.json's error."""
+    delivered: list[TraceResult] = []
+    batch = blame_many_async(
+        [TRACES / "and.json", PIVOT],
+        options=options,
+        store=None,
+        max_rollouts=max_rollouts,
+        on_result=delivered.append,
+    )
+
+    async def outcome() -> str:
+        try:
+            await asyncio.wait_for(batch, timeout=30)  # a hang guard, not a timing assertion
+        except SpecError as exc:
+            return str(exc)
+        except TimeoutError:
+            return "hung: a trace waits for a reservation that is never returned"
+        return "finished without raising"
+
+    said = asyncio.run(outcome())
+    assert "boom for and-0" in said, said
+    return delivered
+
+
+def test_a_trace_that_raises_under_debug_returns_its_reservation(work: Path) -> None:
+    """--debug re-raises a trace's failure: its reservation was never settled, and a trace waiting for
+    room waited forever (the batch hung instead of printing the traceback)."""
+    (work / "boom.py").write_text(BOOM_POLICY)
+    options = BatchOptions(samples=32, policy=f"{work / 'boom.py'}@policy", debug=True)
+    delivered = _debug_batch(options, max_rollouts=97)
+    assert [(r.trace_id, r.status) for r in delivered] == [("pivot-0", "ok")]
+
+
+def test_a_trace_that_raises_is_charged_what_it_ran(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reservation of a trace that raises is settled at the rollouts and policy calls its runner
+    counted, and nothing stays held."""
+    import car.batch
+
+    guards: list[car.batch.BudgetGuard] = []
+
+    class Recorded(car.batch.BudgetGuard):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            guards.append(self)
+
+    real = car.batch.attribute_one
+
+    async def ran_then_raised(path: str, trace: Any, options: Any, runner: Any, *rest: Any) -> Any:
+        if trace.id.startswith("and"):
+            mine = runner.child()  # as attribute_one counts: on a runner of its own for the trace
+            mine.count("fresh", 5)
+            mine.count("stored", 2)
+            mine.count("fresh_policy_calls", 11)
+            raise SpecError("boom for and-0")
+        return await real(path, trace, options, runner, *rest)
+
+    monkeypatch.setattr(car.batch, "BudgetGuard", Recorded)
+    monkeypatch.setattr(car.batch, "attribute_one", ran_then_raised)
+    # and.json is charged 7: pivot's 97 fit in a cap of 104 only once its reservation of 97 is returned
+    delivered = _debug_batch(BatchOptions(samples=32, debug=True), max_rollouts=104)
+    (pivot,) = [r.report for r in delivered]
+    assert pivot is not None
+    (guard,) = guards
+    assert guard.held == {}
+    assert (guard.rollouts, guard.policy_calls) == (
+        7 + pivot.budget.rollouts,
+        11 + pivot.budget.policy_calls,
+    )
 
 
 def test_html_for_a_trace_that_fails_says_why(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
