@@ -5,10 +5,11 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`.
-A message's `reasoning` parts (and an OpenAI-style `reasoning_content`) are not text: they stay
-beside it, verbatim, with where they sit. A tool result given inside an assistant message (a server
-or built-in tool the provider ran) follows that message. Parts car cannot import are named in a
-warning (`Unimported`), never dropped without a word.
+A message's `reasoning` parts (and an OpenAI-style message's reasoning fields, `reasoning_content`
+and the like: `car.importers.thinking.chat_reasoning`) are not text: they stay beside it, verbatim,
+with where they sit. A tool result given inside an assistant message (a server or built-in tool the
+provider ran) follows that message. Parts car cannot import are named in a warning (`Unimported`),
+never dropped without a word.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 from car.importers.base import At, Builder, parse_arguments
 from car.importers.otlp import Span
+from car.importers.thinking import chat_reasoning
 from car.trace import Message, ToolCall
 
 __all__ = [
@@ -218,9 +220,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
         return [*before, *keep, *after]
     content = m.get("content")
     msg = Msg(role=role)
-    reasoning = m.get("reasoning_content")  # DeepSeek and other OpenAI-compatible servers
-    if reasoning is not None and reasoning != "":
-        msg.reasoning.append((at / "reasoning_content", {"reasoning_content": reasoning}))
+    msg.reasoning += chat_reasoning(m, at)  # DeepSeek, vLLM, OpenRouter, LiteLLM
     if isinstance(content, list):
         for j, p in enumerate(content):
             if _is_reasoning(p):

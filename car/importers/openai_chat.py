@@ -7,7 +7,10 @@ function: {name, arguments: <JSON string>}}` become tool calls (the exact argume
 `{role: "tool", tool_call_id, content}` messages become observations of the step that made the call.
 Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
 user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
-limit may be `max_tokens` or `max_completion_tokens`.
+limit may be `max_tokens` or `max_completion_tokens`. The reasoning OpenAI-compatible servers add to a
+message (`reasoning_content`, `reasoning`, `reasoning_details`, LiteLLM's `thinking_blocks`) is kept
+verbatim in its step's metadata (`car.importers.thinking`); a replay cannot send it back, and a
+warning says so.
 """
 
 from __future__ import annotations
@@ -16,6 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
+from car.importers.thinking import (
+    chat_reasoning,
+    chat_reasoning_sealed,
+    chat_reasoning_texts,
+    not_replayed,
+    thinking_metadata,
+)
 from car.trace import Sampling, ToolCall, Trace
 
 __all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call"]
@@ -76,6 +86,7 @@ def add_chat_messages(
     """Add an OpenAI-style message list to `b`: one step per user/assistant message."""
     b.actor(assistant, "agent", tools=tools or ())
     last_legacy: str | None = None
+    seen: list[tuple[At, bool]] = []  # where each reasoning field sits; does it hold encrypted entries
     for i, raw in enumerate(messages):
         here = at / i
         msg = here.obj(raw, "a chat message {role, content}")
@@ -103,8 +114,11 @@ def add_chat_messages(
         if role == "user":
             # A simulated user may call tools of its own (tau2's dual-control domains).
             b.actor(user, "user", stochastic=user_stochastic)
+            meta = _thinking(msg, here, seen)  # a simulated user may be a reasoning model too
             name = msg.get("name")
-            b.step(user, content, calls, metadata={"name": name} if isinstance(name, str) else None)
+            if isinstance(name, str):
+                meta = {"name": name, **meta}
+            b.step(user, content, calls, metadata=meta)
             continue
         if role == "assistant":
             name = msg.get("name")
@@ -118,13 +132,13 @@ def add_chat_messages(
                 calls.append(
                     chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call")
                 )
-            refusal, meta = msg.get("refusal"), None
+            meta, refusal = _thinking(msg, here, seen), msg.get("refusal")
             if isinstance(refusal, str) and refusal:
                 # The model declined: its refusal is what it said (content is null then, or holds
                 # the same text as a refusal part).
                 if refusal not in content:
                     content = f"{content}\n{refusal}" if content else refusal
-                meta = {"refusal": True}
+                meta = {"refusal": True, **meta}
             b.step(who, content, calls, sampling=sampling, metadata=meta)
             continue
         if role in ("tool", "function"):
@@ -143,6 +157,22 @@ def add_chat_messages(
                 b.observe_orphan(call_id, content, is_error=error)
             continue
         (here / "role").fail(f"a role ({', '.join(_ROLES)})", role)
+    if seen:
+        b.warn(
+            "thinking-not-replayed",
+            not_replayed(seen, "reasoning field", "with encrypted or redacted entries"),
+        )
+
+
+def _thinking(msg: dict[str, Any], at: At, seen: list[tuple[At, bool]]) -> dict[str, Any]:
+    """Step metadata for the reasoning fields of the message at `at` (none: empty); each field is
+    added to `seen`."""
+    fields = chat_reasoning(msg, at)
+    seen += [(place, chat_reasoning_sealed(block)) for place, block in fields]
+    if not fields:
+        return {}
+    blocks = [block for _, block in fields]
+    return thinking_metadata(blocks, chat_reasoning_texts(blocks))
 
 
 def _tools(value: Any, at: At) -> list[dict[str, Any]]:

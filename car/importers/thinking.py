@@ -1,10 +1,11 @@
 """A model's reasoning that car's actions cannot carry: kept verbatim in step metadata, and said.
 
 Anthropic `thinking` / `redacted_thinking` blocks, OpenAI Responses `reasoning` items, Inspect AI
-and OpenTelemetry GenAI `reasoning` content parts hold what a model reasoned, often signed or
-encrypted so that only the unchanged original is valid when sent back. An action holds text and tool
-calls only, so a replayed input lacks reasoning the model saw. Importers keep each piece verbatim, in
-order, in the metadata of the step that produced it (`thinking_blocks`, and the readable text joined
+and OpenTelemetry GenAI `reasoning` content parts, and the reasoning fields OpenAI-compatible servers
+add to a chat message (`chat_reasoning`) hold what a model reasoned, often signed or encrypted so
+that only the unchanged original is valid when sent back. An action holds text and tool calls only,
+so a replayed input lacks reasoning the model saw. Importers keep each piece verbatim, in order, in
+the metadata of the step that produced it (`thinking_blocks`, and the readable text joined
 as `thinking`) and warn once per trace (`thinking-not-replayed`). Where every call's recorded input
 repeats earlier outputs (Inspect, OTel), `SeenReasoning` counts each piece once and names those no
 recorded call produced.
@@ -18,7 +19,15 @@ from typing import Any
 
 from car.importers.base import At, Builder
 
-__all__ = ["SeenReasoning", "not_replayed", "thinking_metadata"]
+__all__ = [
+    "CHAT_REASONING",
+    "SeenReasoning",
+    "chat_reasoning",
+    "chat_reasoning_sealed",
+    "chat_reasoning_texts",
+    "not_replayed",
+    "thinking_metadata",
+]
 
 
 def thinking_metadata(blocks: Sequence[dict[str, Any]], texts: Sequence[str]) -> dict[str, Any]:
@@ -28,6 +37,59 @@ def thinking_metadata(blocks: Sequence[dict[str, Any]], texts: Sequence[str]) ->
     if any(texts):
         meta["thinking"] = "\n".join(texts)
     return meta
+
+
+# The fields in which OpenAI-compatible servers put an assistant message's reasoning, beside its
+# content: DeepSeek and older vLLM write `reasoning_content`; vLLM since late 2025 (both names for a
+# while) and OpenRouter `reasoning` (a string); OpenRouter also `reasoning_details` (objects of type
+# reasoning.text, reasoning.summary or reasoning.encrypted, to be sent back unchanged and in order);
+# LiteLLM `thinking_blocks` (Anthropic's thinking and redacted_thinking blocks, signed).
+CHAT_REASONING = ("reasoning_content", "reasoning", "reasoning_details", "thinking_blocks")
+_TEXTS = ("text", "summary", "thinking")  # where the structured entries hold readable text
+_SEALED = ("reasoning.encrypted", "redacted_thinking")  # the entries that hold encrypted reasoning
+
+
+def chat_reasoning(message: dict[str, Any], at: At) -> list[tuple[At, dict[str, Any]]]:
+    """The reasoning fields of an OpenAI-style chat `message` (at `at`) that hold something, each
+    kept verbatim as `{field: value}`, in `CHAT_REASONING` order, with where it sits. A null, an empty
+    string or an empty list is no reasoning (vLLM writes `reasoning_content: null`)."""
+    return [
+        (at / key, {key: message[key]})
+        for key in CHAT_REASONING
+        if message.get(key) is not None and message.get(key) != "" and message.get(key) != []
+    ]
+
+
+def chat_reasoning_sealed(block: dict[str, Any]) -> bool:
+    """Whether a `chat_reasoning` block holds an encrypted entry (reasoning.encrypted,
+    redacted_thinking): reasoning nobody can read."""
+    return any(isinstance(entry, dict) and entry.get("type") in _SEALED for entry in _entries(block))
+
+
+def chat_reasoning_texts(blocks: Sequence[dict[str, Any]]) -> list[str]:
+    """The readable text of one turn's `chat_reasoning` blocks. Servers write the same reasoning
+    under several fields (vLLM both names, OpenRouter the string and its details, LiteLLM the string
+    and its blocks), so the string fields are read, each distinct text once; only when none has text
+    are the structured entries (text, summary, thinking) read."""
+    texts: list[str] = []
+    for block in blocks:
+        for key in ("reasoning_content", "reasoning"):
+            text = block.get(key)
+            if isinstance(text, str) and text and text not in texts:
+                texts.append(text)
+    if texts:
+        return texts
+    for block in blocks:
+        for entry in _entries(block):
+            if isinstance(entry, dict):
+                texts += [entry[f] for f in _TEXTS if isinstance(entry.get(f), str) and entry[f]]
+    return texts
+
+
+def _entries(block: dict[str, Any]) -> list[Any]:
+    """The entries of a structured `chat_reasoning` block (reasoning_details, thinking_blocks)."""
+    entries = block.get("reasoning_details", block.get("thinking_blocks"))
+    return entries if isinstance(entries, list) else []
 
 
 def not_replayed(seen: Sequence[tuple[At, bool]], noun: str, sealed: str) -> str:

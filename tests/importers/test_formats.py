@@ -915,6 +915,124 @@ def test_otel_reasoning_content_of_openai_style_messages_is_kept_as_thinking(
     assert parse_trace(json.loads(t.to_json())) == t
 
 
+def test_otel_reasoning_and_reasoning_details_of_openai_style_messages_are_kept_as_thinking(
+    tmp_path: Path,
+) -> None:
+    # vLLM and OpenRouter name the field reasoning; OpenRouter adds reasoning_details, objects to
+    # send back unchanged (an encrypted one is unreadable).
+    details = [{"type": "reasoning.encrypted", "data": "gAAAAB", "index": 0}]
+    output = {"role": "assistant", "content": "yes", "reasoning": "Agree.", "reasoning_details": details}
+    f = _write(tmp_path, "otel.json", _otlp(_chat(1, [{"role": "user", "content": "hi"}], output)))
+    t = load_any(f)
+    assert t.steps[0].action.text == "yes"
+    assert t.steps[0].metadata["thinking_blocks"] == [
+        {"reasoning": "Agree."},
+        {"reasoning_details": details},
+    ]
+    assert t.steps[0].metadata["thinking"] == "Agree."
+    warning = _thinking_warning(t)
+    assert warning.startswith("2 reasoning parts (1 redacted: encrypted, unreadable) are kept ")
+    assert f"(first at {_SPAN0}[3].value.stringValue[0].reasoning)" in warning
+
+
+def test_openai_chat_reasoning_fields_are_kept_verbatim_as_thinking(tmp_path: Path) -> None:
+    # OpenAI-compatible servers put an assistant message's reasoning beside its content: DeepSeek
+    # and older vLLM in reasoning_content, vLLM and OpenRouter in reasoning (a string), OpenRouter
+    # also in reasoning_details (objects, some signed or encrypted), LiteLLM in thinking_blocks
+    # (Anthropic's blocks). Each field is kept verbatim; its readable text is said once.
+    details = [
+        {"type": "reasoning.text", "text": "Look 7 up.", "signature": "EqQB", "index": 0},
+        {"type": "reasoning.encrypted", "data": "gAAAAB", "index": 1},
+    ]
+    blocks = [
+        {"type": "thinking", "thinking": "Refuse.", "signature": "EqoB"},
+        {"type": "redacted_thinking", "data": "EmwK"},
+    ]
+    call = {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "9.11 or 9.8?"},
+        {"role": "assistant", "content": "9.8", "reasoning_content": "Tenths: 8 > 1."},
+        {"role": "user", "content": "and order 7?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning": "Look 7 up.",
+            "reasoning_details": details,
+            "tool_calls": [call],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+        # vLLM wrote both names while it retired reasoning_content
+        {"role": "assistant", "content": "Shipped.", "reasoning": "Say.", "reasoning_content": "Say."},
+        {"role": "user", "content": "hack it"},
+        {
+            "role": "assistant",
+            "content": None,
+            "refusal": "I can't.",
+            "reasoning_content": "Refuse.",
+            "thinking_blocks": blocks,
+        },
+        {"role": "user", "content": "ok"},
+        {"role": "assistant", "content": "Bye.", "reasoning_content": None},  # no reasoning
+    ]
+    last = {"role": "assistant", "content": "Bye!", "reasoning_details": [details[0]]}
+    request = {"messages": messages, "response": {"choices": [{"message": last}]}}
+    t = load_any(_write(tmp_path, "chat.json", request))
+    meta = [s.metadata for s in t.steps if s.actor == "assistant"]
+    assert meta == [
+        {"thinking_blocks": [{"reasoning_content": "Tenths: 8 > 1."}], "thinking": "Tenths: 8 > 1."},
+        {
+            "thinking_blocks": [{"reasoning": "Look 7 up."}, {"reasoning_details": details}],
+            "thinking": "Look 7 up.",  # the same reasoning, said once
+        },
+        {
+            "thinking_blocks": [{"reasoning_content": "Say."}, {"reasoning": "Say."}],
+            "thinking": "Say.",
+        },
+        {
+            "refusal": True,
+            "thinking_blocks": [{"reasoning_content": "Refuse."}, {"thinking_blocks": blocks}],
+            "thinking": "Refuse.",
+        },
+        {},
+        {"thinking_blocks": [{"reasoning_details": [details[0]]}], "thinking": "Look 7 up."},
+    ]
+    assert [s.action.text for s in t.steps if s.actor == "assistant"][1:4] == [
+        "",
+        "Shipped.",
+        "I can't.",
+    ]
+    warning = _thinking_warning(t)
+    assert warning.startswith(
+        "8 reasoning fields (2 with encrypted or redacted entries: encrypted, unreadable) are kept "
+        "verbatim in the steps' metadata (thinking_blocks) but not in replayed inputs"
+    )
+    assert warning.endswith("(first at $.messages[1].reasoning_content)")
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
+def test_tau_bench_keeps_the_reasoning_of_litellm_messages(tmp_path: Path) -> None:
+    # tau-bench's agents store LiteLLM's message.model_dump(): reasoning_content, thinking_blocks.
+    thought = [{"type": "thinking", "thinking": "Cancel it.", "signature": "EqoB"}]
+    traj = [
+        {"role": "system", "content": "policy"},
+        {"role": "user", "content": "cancel order 7"},
+        {
+            "role": "assistant",
+            "content": "Done.",
+            "tool_calls": None,
+            "function_call": None,
+            "reasoning_content": "Cancel it.",
+            "thinking_blocks": thought,
+        },
+    ]
+    (t,) = import_file(_write(tmp_path, "tau.json", [{"task_id": 7, "reward": 0.0, "traj": traj}]))
+    assert t.steps[1].metadata == {
+        "thinking_blocks": [{"reasoning_content": "Cancel it."}, {"thinking_blocks": thought}],
+        "thinking": "Cancel it.",
+    }
+    assert _thinking_warning(t).endswith("(first at $[0].traj[2].reasoning_content)")
+
+
 _NUMBERED_CALLS: list[tuple[str, dict[str, Any]]] = [
     (
         "openai-chat",
