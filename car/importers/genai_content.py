@@ -9,7 +9,7 @@ A message's `reasoning` parts (and an OpenAI-style message's reasoning fields, `
 and the like: `car.importers.thinking.chat_reasoning`) are not text: they stay beside it, verbatim,
 with where they sit. A tool result given inside an assistant message (a server or built-in tool the
 provider ran) follows that message. Parts car cannot import are named in a warning (`Unimported`),
-never dropped without a word.
+never dropped without a word; a tool call without a name is refused (`make_call`).
 """
 
 from __future__ import annotations
@@ -135,10 +135,23 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def make_call(id_: str | None, name: Any, args: Any, at: At, fallback_id: str) -> ToolCall | None:
-    """A tool call from its id (already text, see `opt_id`), name and arguments; None without a name."""
-    if not isinstance(name, str) or not name:
-        return None
+def make_call(
+    id_: str | None,
+    name: Any,
+    args: Any,
+    at: At,
+    fallback_id: str,
+    *,
+    name_at: At,
+    what: str = "the tool name",
+) -> ToolCall:
+    """A tool call from its id (already text, see `opt_id`), name and arguments (at `at`). A call
+    without a name cannot be replayed: as every importer does, it is refused naming `name_at`
+    (`what` says what was expected there), never dropped."""
+    if not isinstance(name, str):
+        name_at.fail(what, name)
+    if not name:
+        name_at.fail(f"a non-empty {what.removeprefix('the ')}", name)
     arguments, raw = parse_arguments(_keep_string(args), at)
     return ToolCall(
         id=id_ if id_ is not None else fallback_id,
@@ -200,9 +213,8 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
                 # A server tool's call holds its details in `server_tool_call` ({type, ...}).
                 args = p.get("arguments" if kind == "tool_call" else "server_tool_call")
                 call_id = opt_id(p.get("id"), here / "id")
-                c = make_call(call_id, p.get("name"), args, here, f"call_{i}_{j}")
-                if c is not None:
-                    msg.calls.append(c)
+                c = make_call(call_id, p.get("name"), args, here, f"call_{i}_{j}", name_at=here / "name")
+                msg.calls.append(c)
             elif kind in _RESULT_KEYS:
                 answers = opt_id(p.get("id"), here / "id", "the id of the tool call this part answers")
                 answer = Msg("tool", _result(p, kind, here, b), call_id=answers, in_turn=in_turn)
@@ -237,10 +249,17 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
             fn_raw = tc.get("function")
             fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
             here = at / "tool_calls" / j
+            fn_at = here / "function" if fn is fn_raw else here
             call_id = opt_id(tc.get("id"), here / "id")
-            c = make_call(call_id, fn.get("name"), fn.get("arguments"), here, f"call_{i}_{j}")
-            if c is not None:
-                msg.calls.append(c)
+            c = make_call(
+                call_id,
+                fn.get("name"),
+                fn.get("arguments"),
+                here,
+                f"call_{i}_{j}",
+                name_at=fn_at / "name",
+            )
+            msg.calls.append(c)
     # A tool message names the call it answers in tool_call_id, or (event style) in id.
     key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
     if key == "tool_call_id" or role == "tool":
@@ -325,20 +344,27 @@ def _flat_calls(
     span: Span, fields: dict[str, Any], key: str, group: str, names: tuple[str, str, str], i: int
 ) -> list[ToolCall]:
     """The tool calls of message i, flattened as `{key}.{group}.J.<id|name|arguments>` attributes
-    (`names` spell those three); an id is refused at its own attribute."""
+    (`names` spell those three); an id or a name is refused at its own attribute, a missing name at
+    the span's attributes."""
     id_name, fn_name, args_name = names
     calls: list[ToolCall] = []
     for j, tc in _indexed(fields, group).items():
         call = f"{key}.{group}.{j}"
+        name_key = f"{call}.{fn_name}"
+        if fn_name not in tc:
+            span.place(name_key).fail(
+                f"the tool name in {name_key}", detail="the call has no such attribute"
+            )
         c = make_call(
             attr_id(span, f"{call}.{id_name}", tc.get(id_name)),
-            tc.get(fn_name),
+            tc[fn_name],
             tc.get(args_name),
             span.place(f"{call}.{args_name}"),
             f"call_{i}_{j}",
+            name_at=span.place(name_key),
+            what=f"the tool name in {name_key}",
         )
-        if c is not None:
-            calls.append(c)
+        calls.append(c)
     return calls
 
 

@@ -20,7 +20,8 @@ content) that holds it. `reasoning` parts (and an OpenAI-style message's reasoni
 output messages are kept verbatim in its step's metadata; context messages hold text and tool calls
 only, so a replay cannot send them back (a warning says so). A tool result given inside an output
 message (a server or built-in tool the provider ran) is an observation of that call's step. Message
-parts car cannot import are named in a warning.
+parts car cannot import are named in a warning. A tool call without a name is refused, as in every
+importer: it cannot be replayed.
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ class OtlpJson:
         for t, call, result in early:
             # A tool ran before the first model call (setup, a retrieval): the environment's step.
             b.actor(ENVIRONMENT, "tool")
-            b.step(ENVIRONMENT, "", [call] if call else [], metadata=_span_meta(t))
-            b.observe(call.id if call else None, result, is_error=t.error)
+            b.step(ENVIRONMENT, "", [call], metadata=_span_meta(t))
+            b.observe(call.id, result, is_error=t.error)
         for st in steps:
             context = [to_message(m) for m in st["inputs"]] if st["inputs"] else None
             b.step(
@@ -205,10 +206,10 @@ class OtlpJson:
     @staticmethod
     def _attach_tools(
         b: Builder, spans: list[Span], steps: list[dict[str, Any]]
-    ) -> list[tuple[Span, ToolCall | None, str]]:
+    ) -> list[tuple[Span, ToolCall, str]]:
         """Attach each tool span's result to the step whose call it answers; returns the tool spans
         that precede every model call, as (span, its call, its result)."""
-        early: list[tuple[Span, ToolCall | None, str]] = []
+        early: list[tuple[Span, ToolCall, str]] = []
         for t in (s for s in spans if s.is_tool):
             a = t.attrs
             name = a.get("gen_ai.tool.name") or a.get("tool.name") or t.name
@@ -240,18 +241,19 @@ class OtlpJson:
                 # The model's output was not captured: the tool span is the only record of the call.
                 target = before[-1]
                 cid = call_id or f"span_{t.span_id}"
-                c = make_call(cid, name, json_value(args) if isinstance(args, str) else args, t.at, cid)
-                if c is not None:
-                    target["calls"].append(c)
-                    call_id = c.id
-                    b.warn("calls-from-tool-spans", "tool calls were rebuilt from tool spans")
+                parsed = json_value(args) if isinstance(args, str) else args
+                c = make_call(cid, name, parsed, t.at, cid, name_at=t.at, what=_SPAN_TOOL_NAME)
+                target["calls"].append(c)
+                call_id = c.id
+                b.warn("calls-from-tool-spans", "tool calls were rebuilt from tool spans")
             if target is None:
                 if before:
                     before[-1]["obs"].append((None, as_text(result), t.error))
                 else:
                     cid = call_id or f"span_{t.span_id}"
                     parsed = json_value(args) if isinstance(args, str) else args
-                    early.append((t, make_call(cid, name, parsed, t.at, cid), as_text(result)))
+                    c = make_call(cid, name, parsed, t.at, cid, name_at=t.at, what=_SPAN_TOOL_NAME)
+                    early.append((t, c, as_text(result)))
                 b.warn(
                     "orphan-tool-span",
                     "some tool spans match no recorded call; kept as plain observations of the "
@@ -288,6 +290,13 @@ class OtlpJson:
                 open_ = [i for i in earlier if not answered(i, m.call_id)]
                 if open_ and seen[m.call_id] > len(earlier) - len(open_):
                     steps[open_[0]]["obs"].append((m.call_id, m.text, False))
+
+
+# What a call rebuilt from a tool span is named by, refused when there is none
+_SPAN_TOOL_NAME = (
+    "the tool name in gen_ai.tool.name, tool.name or the span's name (a tool call is rebuilt from "
+    "this span)"
+)
 
 
 def _span_meta(span: Span) -> dict[str, Any]:

@@ -28,8 +28,35 @@ OTLP_SPAN = {
 }
 
 
-def otlp(span: dict[str, Any]) -> dict[str, Any]:
-    return {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+def otlp(*spans: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
+
+
+def chat_file(*attributes: dict[str, Any]) -> str:
+    """A file of one chat span with these attributes after the operation (attribute 0)."""
+    return json.dumps(otlp({**OTLP_SPAN, "attributes": [*OTLP_SPAN["attributes"], *attributes]}))
+
+
+def otlp_output(messages: list[Any]) -> str:
+    """A file of one chat span whose gen_ai.output.messages (attribute 1) are `messages`."""
+    return chat_file({"key": "gen_ai.output.messages", "value": {"stringValue": json.dumps(messages)}})
+
+
+def openinference_file(*attributes: dict[str, Any]) -> str:
+    """A file of one OpenInference LLM span with these attributes after its kind (attribute 0)."""
+    kind = {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}}
+    return json.dumps(otlp({**OTLP_SPAN, "attributes": [kind, *attributes]}))
+
+
+def tool_span(*attributes: dict[str, Any], name: str = "execute_tool") -> dict[str, Any]:
+    """An execute_tool span (span 2, named `name`) with these attributes after the operation."""
+    operation = {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}
+    return {
+        **OTLP_SPAN,
+        "spanId": "0000000000000002",
+        "name": name,
+        "attributes": [operation, *attributes],
+    }
 
 
 CORPUS: list[tuple[str, str, str]] = [
@@ -144,101 +171,97 @@ CORPUS: list[tuple[str, str, str]] = [
     ),
     (
         "otel-int.json",
-        json.dumps(
-            otlp(
-                {
-                    **OTLP_SPAN,
-                    "attributes": [
-                        *OTLP_SPAN["attributes"],
-                        {"key": "gen_ai.request.seed", "value": {"intValue": "forty"}},
-                    ],
-                }
-            )
-        ),
+        chat_file({"key": "gen_ai.request.seed", "value": {"intValue": "forty"}}),
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.intValue: expected an integer",
     ),
     (
         "otel-tool-call-id-bool.json",
         json.dumps(
-            {
-                "resourceSpans": [
-                    {
-                        "scopeSpans": [
-                            {
-                                "spans": [
-                                    OTLP_SPAN,
-                                    {
-                                        **OTLP_SPAN,
-                                        "spanId": "0000000000000002",
-                                        "attributes": [
-                                            {
-                                                "key": "gen_ai.operation.name",
-                                                "value": {"stringValue": "execute_tool"},
-                                            },
-                                            {"key": "gen_ai.tool.call.id", "value": {"boolValue": True}},
-                                        ],
-                                    },
-                                ]
-                            }
-                        ]
-                    }
-                ]
-            }
+            otlp(OTLP_SPAN, tool_span({"key": "gen_ai.tool.call.id", "value": {"boolValue": True}}))
         ),
         "$.resourceSpans[0].scopeSpans[0].spans[1].attributes[1].value.boolValue: expected the "
         "tool-call id in gen_ai.tool.call.id (a string or an integer), got a boolean",
     ),
     (
         "otel-part-id-bool.json",
-        json.dumps(
-            otlp(
-                {
-                    **OTLP_SPAN,
-                    "attributes": [
-                        *OTLP_SPAN["attributes"],
-                        {
-                            "key": "gen_ai.output.messages",
-                            "value": {
-                                "stringValue": json.dumps(
-                                    [
-                                        {
-                                            "role": "assistant",
-                                            "parts": [{"type": "tool_call", "id": True, "name": "f"}],
-                                        }
-                                    ]
-                                )
-                            },
-                        },
-                    ],
-                }
-            )
-        ),
+        otlp_output([{"role": "assistant", "parts": [{"type": "tool_call", "id": True, "name": "f"}]}]),
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].parts[0].id: "
         "expected a tool-call id (a string or an integer), got a boolean",
     ),
     (
         "otel-openinference-id-float.json",
-        json.dumps(
-            otlp(
-                {
-                    **OTLP_SPAN,
-                    "attributes": [
-                        {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}},
-                        {
-                            "key": "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",
-                            "value": {"stringValue": "f"},
-                        },
-                        {
-                            "key": "llm.output_messages.0.message.tool_calls.0.tool_call.id",
-                            "value": {"doubleValue": 1.5},
-                        },
-                    ],
-                }
-            )
+        openinference_file(
+            {
+                "key": "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",
+                "value": {"stringValue": "f"},
+            },
+            {
+                "key": "llm.output_messages.0.message.tool_calls.0.tool_call.id",
+                "value": {"doubleValue": 1.5},
+            },
         ),
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[2].value.doubleValue: expected the "
         "tool-call id in llm.output_messages.0.message.tool_calls.0.tool_call.id (a string or an "
         "integer), got a number (1.5 is not an integer)",
+    ),
+    # A tool call without a name cannot be replayed: refused as in every other importer.
+    (
+        "otel-part-no-name.json",
+        otlp_output(
+            [
+                {
+                    "role": "assistant",
+                    "parts": [
+                        {"type": "text", "content": "calling"},
+                        {"type": "tool_call", "id": "c", "arguments": {"q": 1}},
+                    ],
+                }
+            ]
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].parts[1].name: "
+        "expected the tool name, got null",
+    ),
+    (
+        "otel-openai-style-no-name.json",
+        otlp_output(
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "function": {"name": "", "arguments": "{}"}}],
+                }
+            ]
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].tool_calls[0]"
+        '.function.name: expected a non-empty tool name, got the string ""',
+    ),
+    (
+        "otel-openinference-no-name.json",
+        openinference_file(
+            {
+                "key": "llm.output_messages.0.message.tool_calls.0.tool_call.id",
+                "value": {"stringValue": "c"},
+            }
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes: expected the tool name in "
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name (the call has no such "
+        "attribute)",
+    ),
+    (
+        "otel-flat-genai-no-name.json",
+        chat_file(
+            {"key": "gen_ai.completion.0.tool_calls.0.id", "value": {"stringValue": "c"}},
+            {"key": "gen_ai.completion.0.tool_calls.0.name", "value": {"intValue": "3"}},
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[2].value.intValue: expected the tool "
+        "name in gen_ai.completion.0.tool_calls.0.name, got a number",
+    ),
+    (
+        "otel-tool-span-no-name.json",
+        # the tool span runs before the first model call: its call is rebuilt from it
+        json.dumps(otlp({**tool_span(name=""), "startTimeUnixNano": "0"}, OTLP_SPAN)),
+        "$.resourceSpans[0].scopeSpans[0].spans[0]: expected a non-empty tool name in "
+        "gen_ai.tool.name, tool.name or the span's name (a tool call is rebuilt from this span), got "
+        'the string ""',
     ),
     (
         "otel-trace-id.json",
