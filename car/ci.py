@@ -467,13 +467,11 @@ def _settings(report: Report) -> dict[str, str]:
         out["players"] = sh.players_kind
         if sh.players_kind == "groups":
             out["players"] += " " + ";".join(",".join(map(str, p.steps)) for p in sh.players)
-        for name, value in (
-            ("budget", sh.budget_limit),
-            ("budget calls", sh.budget_calls_limit),
-            ("target width", sh.target_width),
-        ):
-            if value is not None:
-                out[name] = f"{value:g}"
+        for name, limit in (("budget", sh.budget_limit), ("budget calls", sh.budget_calls_limit)):
+            if limit is not None:
+                out[name] = str(limit)  # counts, never 1.23457e+06
+        if sh.target_width is not None:
+            out["target width"] = f"{sh.target_width:g}"
     else:
         out["method"] = report.method
     out |= {

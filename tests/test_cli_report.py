@@ -256,6 +256,21 @@ def test_report_pick_chooses_one_analysis_for_html(
     assert f"{ids['8']} (samples 8)" in line and f"{ids['4']} (samples 4)" in line
 
 
+def test_report_labels_show_budgets_as_integers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Shapley budget of 1234567 rollouts was labelled 'budget 1.23457e+06'."""
+    store = str(tmp_path / "s.sqlite")
+    pivot = str(ROOT / "traces" / "pivot.json")
+    shapley = ["--method", "shapley", "--budget", "1234567", "--budget-calls", "2345678"]
+    for how in (["--method", "contrastive"], [*shapley, "--target-width", "0.5"]):
+        code, _, err = run(capsys, "blame", pivot, *FAST, *how, "--store", store, "-q")
+        assert code == 0, err
+    code, out, _ = run(capsys, "report", store, "--format", "markdown")
+    assert code == 0
+    assert "budget 1234567, budget calls 2345678, target width 0.5\\]" in out, out
+
+
 @pytest.mark.parametrize(
     ("which", "expected"),
     [
