@@ -150,8 +150,15 @@ def counts(results: Sequence[TraceResult]) -> dict[str, int]:
 def counts_line(results: Sequence[TraceResult]) -> str:
     c = counts(results)
     parts = [f"{n} {k}" for k, n in sorted(c.items())]
-    line = f"{len(results)} trace{'s' if len(results) != 1 else ''}: " + (", ".join(parts) or "none")
-    return line + _labels_part(results)
+    what = _many(len(results), "trace")
+    traces = len({r.path or r.trace_id for r in results})
+    if traces != len(results):  # `car report`: a trace analysed several ways has a report for each
+        what = f"{_many(len(results), 'report')} of {_many(traces, 'trace')}"
+    return f"{what}: " + (", ".join(parts) or "none") + _labels_part(results)
+
+
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _labels_part(results: Sequence[TraceResult]) -> str:

@@ -136,6 +136,18 @@ def test_exit_3_for_backend_failure_and_report_kept(
     assert run([*args, "--exit-zero"], capsys)[0] == 0
 
 
+def test_counts_line_counts_reports_of_a_trace_analysed_several_ways() -> None:
+    from car.outputs import counts_line
+
+    once = [TraceResult(f"t{i}.json", f"t{i}", "ok") for i in range(3)]
+    assert counts_line(once) == "3 traces: 3 ok"
+    thrice = [TraceResult("t.json", "t", "ok", analysis=f"{i}000000a: seed {i}") for i in range(3)]
+    assert counts_line(thrice) == "3 reports of 1 trace: 3 ok"  # was "3 traces: 3 ok"
+    assert counts_line([*thrice, replace(once[0], status="gate")]) == (
+        "4 reports of 2 traces: 1 gate, 3 ok"
+    )
+
+
 def test_worst_code_wins_in_a_batch() -> None:
     assert final_exit_code([0, 1, 3]) == 3
     assert final_exit_code([0, 3, 2, 1]) == 2

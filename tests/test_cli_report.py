@@ -224,6 +224,7 @@ def test_report_listing_tells_analyses_of_one_trace_apart(
     assert sorted(ids) == ["4", "8"] and ids["4"] != ids["8"]
     assert f"### {TRACE} \\[{ids['8']}: samples 8\\]" in out.replace("\\_", "_")
     assert "pivot.json \\[" not in out  # a trace analysed once needs no label
+    assert "\n3 reports of 2 traces: 3 ok\n" in out  # was "3 traces", counting analyses as traces
     code, out, _ = run(capsys, "report", str(analyses), "--format", "json")
     assert [r["trace"] for r in json.loads(out)["records"]].count(str(TRACE)) == 2  # paths stay paths
 
