@@ -35,6 +35,7 @@ __all__ = [
     "BudgetGuard",
     "TraceResult",
     "WorkEstimate",
+    "backend_failure",
     "blame_many",
     "blame_many_async",
     "check_caps",
@@ -482,10 +483,7 @@ async def attribute_one(
         result = TraceResult(path, trace.id, "ok", report)
         if report.status == "backend-errors":
             result.status = "backend-error"
-            result.error = (
-                f"too many rollouts errored ({report.budget.errored} of {report.budget.rollouts}); "
-                f"first: {report.first_error}"
-            )
+            result.error = backend_failure(report)
         result.gates = options.gates.check(report)
         if result.gates and result.status == "ok":
             result.status = "gate"
@@ -514,6 +512,12 @@ async def attribute_one(
             result.usage.get(name, 0) * price / 1e6 for name, price in options.prices.items()
         )
     return result
+
+
+def backend_failure(report: Report) -> str:
+    """Why a report whose rollouts errored too often is a backend error: its line in the summary."""
+    b = report.budget
+    return f"too many rollouts errored ({b.errored} of {b.rollouts}); first: {report.first_error}"
 
 
 def _one_line(exc: BaseException) -> str:

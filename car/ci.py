@@ -22,6 +22,7 @@ from rich.console import Console
 from car.batch import (
     BatchOptions,
     TraceResult,
+    backend_failure,
     blame_many_async,
     check_caps,
     expand_paths,
@@ -434,6 +435,7 @@ def rerender(source: str | Path, fmt: str, *, trace: Path | None = None, pick: s
             a.report.trace_id,
             _status_of(a.report),
             a.report,
+            error=backend_failure(a.report) if a.report.status == "backend-errors" else None,
             # differs is "" when only a setting the label leaves out differs: the id still tells
             analysis=None if a.differs is None else a.id + (f": {a.differs}" if a.differs else ""),
         )

@@ -148,6 +148,24 @@ def test_counts_line_counts_reports_of_a_trace_analysed_several_ways() -> None:
     )
 
 
+def test_a_stored_backend_failure_rerenders_with_its_reason(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`car report` showed a stored backend-error report as 'error' with credit '-' and no reason
+    (and a GitHub annotation ending in 'None')."""
+    store = ["--samples", "4", "--match-samples", "4", "--store", "s.db"]
+    code, _, err = run(["blame", PIVOT, *store, "--policy", "down.py@policy"], capsys)
+    assert code == 3
+    reason = err.strip().splitlines()[-1].removeprefix("car: error: ")
+    assert reason.startswith("too many rollouts errored (") and "connection refused" in reason
+    assert run(["blame", str(TRACES / "or.json"), *store], capsys)[0] == 0
+    code, out, _ = run(["report", "s.db", "--format", "markdown"], capsys)
+    assert code == 0
+    assert f"| {PIVOT} | error | {reason} | - | - | backend-error |" in out.replace("\\", ""), out
+    code, out, _ = run(["report", "s.db", "--format", "github"], capsys)
+    assert code == 0 and f"{PIVOT}: {reason}" in out and "None" not in out
+
+
 def test_worst_code_wins_in_a_batch() -> None:
     assert final_exit_code([0, 1, 3]) == 3
     assert final_exit_code([0, 3, 2, 1]) == 2
