@@ -380,20 +380,19 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported) -> tuple[lis
     """The older event style: one span event per message (and `gen_ai.choice` for outputs)."""
     inputs: list[Msg] = []
     outputs: list[Msg] = []
-    for i, (name, attrs, places) in enumerate(span.events):
-        at = span.at / "events" / i / "attributes"
+    for name, attrs, at in span.events:
+        # `at / key` is where the attribute `key` holds its value (`attributes[1].value.boolValue`)
         if name == "gen_ai.content.prompt":
-            inputs += _messages(
-                attrs.get("gen_ai.prompt"), places.get("gen_ai.prompt", at), b, unimported
-            )
+            inputs += _messages(attrs.get("gen_ai.prompt"), at / "gen_ai.prompt", b, unimported)
         elif name == "gen_ai.content.completion":
             completion = attrs.get("gen_ai.completion")
-            outputs += _messages(completion, places.get("gen_ai.completion", at), b, unimported)
+            outputs += _messages(completion, at / "gen_ai.completion", b, unimported)
         elif name in _EVENT_ROLES or name == "gen_ai.choice":
             key = "gen_ai.event.content" if attrs.get("gen_ai.event.content") else "body"
             body = json_value(attrs.get(key))
-            body_at = places.get(key, at)
+            body_at: At = at / key
             if not isinstance(body, dict):
+                # The event's fields are its attributes, each named where it sits
                 body, body_at = {k: json_value(v) for k, v in attrs.items()}, at
             if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
                 body, body_at = {**body["message"]}, body_at / "message"

@@ -2,7 +2,8 @@
 
 Ids may be hex or base64 (the protobuf JSON mapping); `intValue` may be a number or a decimal string;
 `arrayValue` and `kvlistValue` become lists and dicts. Every bad value is reported at its JSON path;
-each span remembers where its attributes sit (`Span.place`), so a value found bad later is too.
+each span remembers where its attributes sit (`Span.place`, and each event's attributes), so a value
+found bad later is too, down to a member of a structured value (`Placed`).
 """
 
 from __future__ import annotations
@@ -10,15 +11,37 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from car.importers.base import At, Document
 
-__all__ = ["Span", "read_spans"]
+__all__ = ["Placed", "Span", "read_spans"]
 
 LLM_OPS = ("chat", "text_completion", "generate_content", "completion")
 AGENT_OPS = ("invoke_agent", "create_agent")
+
+
+@dataclass(frozen=True)
+class Placed(At):
+    """Where a decoded value sits whose members sit elsewhere in the JSON: a span event's attributes
+    (members by key), a `kvlistValue` (by key), an `arrayValue` (by index). `/ member` is where that
+    member's value is (`...kvlistValue.values[1].value.boolValue`), so a bad value found inside it is
+    named at a real JSON place, not at a made-up `...kvlistValue.id`; a member it lacks is named at
+    `holder`, the list that would hold it."""
+
+    members: Mapping[str, At] | Sequence[At] = field(default_factory=dict, compare=False)
+    holder: At | None = field(default=None, compare=False)
+
+    def __truediv__(self, part: str | int) -> At:
+        m = self.members
+        if isinstance(m, Sequence):
+            if isinstance(part, int) and 0 <= part < len(m):
+                return m[part]
+        elif isinstance(part, str) and part in m:
+            return m[part]
+        return self.holder if self.holder is not None else At(self.doc, (*self.loc, part))
 
 
 @dataclass
@@ -30,7 +53,7 @@ class Span:
     start: int
     order: int
     attrs: dict[str, Any]
-    events: list[tuple[str, dict[str, Any], dict[str, At]]]  # name, attributes, their places
+    events: list[tuple[str, dict[str, Any], Placed]]  # name, attributes, where they sit
     error: bool
     at: At
     places: dict[str, At]  # attribute key -> where its value sits
@@ -62,65 +85,60 @@ class Span:
         return self.op in AGENT_OPS or self.oi_kind == "AGENT"
 
 
-def _any_value(value: Any, at: At) -> Any:
+def _any_value(value: Any, at: At) -> tuple[Any, At]:
+    """The value an OTLP AnyValue at `at` holds, and where it sits (a `Placed` for a list or a dict)."""
     v = at.obj(value, "an OTLP AnyValue {stringValue|intValue|doubleValue|boolValue|...}")
     if "stringValue" in v:
-        return (at / "stringValue").string(v["stringValue"])
+        return (at / "stringValue").string(v["stringValue"]), at / "stringValue"
     if "boolValue" in v:
         if not isinstance(v["boolValue"], bool):
             (at / "boolValue").fail("true or false", v["boolValue"])
-        return v["boolValue"]
+        return v["boolValue"], at / "boolValue"
     if "intValue" in v:
         raw = v["intValue"]
         if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
+            return raw, at / "intValue"
         if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
-            return int(raw)
+            return int(raw), at / "intValue"
         (at / "intValue").fail("an integer (a number or a decimal string)", raw)
     if "doubleValue" in v:
         raw = v["doubleValue"]
         if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return float(raw)
+            return float(raw), at / "doubleValue"
         if isinstance(raw, str):
             try:
-                return float(raw)
+                return float(raw), at / "doubleValue"
             except ValueError:
                 pass
         (at / "doubleValue").fail("a number", raw)
     if "arrayValue" in v:
-        arr = (at / "arrayValue").obj(v["arrayValue"])
-        vals = (at / "arrayValue" / "values").arr(arr.get("values", []))
-        return [_any_value(x, at / "arrayValue" / "values" / i) for i, x in enumerate(vals)]
+        here = at / "arrayValue"
+        arr = here.obj(v["arrayValue"])
+        vals = (here / "values").arr(arr.get("values", []))
+        decoded = [_any_value(x, here / "values" / i) for i, x in enumerate(vals)]
+        items = [item for item, _ in decoded]
+        return items, Placed(at.doc, here.loc, [place for _, place in decoded], here / "values")
     if "kvlistValue" in v:
-        kv = (at / "kvlistValue").obj(v["kvlistValue"])
-        return _attributes(kv.get("values", []), at / "kvlistValue" / "values")
+        here = at / "kvlistValue"
+        kv = here.obj(v["kvlistValue"])
+        places: dict[str, At] = {}
+        out = _attributes(kv.get("values", []), here / "values", places)
+        return out, Placed(at.doc, here.loc, places, here / "values")
     if "bytesValue" in v:
-        return (at / "bytesValue").string(v["bytesValue"])
-    return None  # an empty AnyValue is a valid "unset"
-
-
-_MEMBERS = (
-    "stringValue",
-    "boolValue",
-    "intValue",
-    "doubleValue",
-    "arrayValue",
-    "kvlistValue",
-    "bytesValue",
-)  # in the order _any_value reads them
+        return (at / "bytesValue").string(v["bytesValue"]), at / "bytesValue"
+    return None, at  # an empty AnyValue is a valid "unset"
 
 
 def _attributes(value: Any, at: At, places: dict[str, At] | None = None) -> dict[str, Any]:
+    """Attributes `[{key, value}]` at `at` as a dict; `places` gets where each value sits."""
     out: dict[str, Any] = {}
     for i, kv in enumerate(at.arr(value or [], "a list of attributes [{key, value}]")):
         here = at / i
         item = here.obj(kv, "an attribute {key, value}")
         key = (here / "key").string(item.get("key"), "the attribute key")
-        raw = item.get("value", {})
-        out[key] = _any_value(raw, here / "value")
+        out[key], place = _any_value(item.get("value", {}), here / "value")
         if places is not None:
-            member = next((m for m in _MEMBERS if m in raw), None)
-            places[key] = here / "value" / member if member else here / "value"
+            places[key] = place
     return out
 
 
@@ -178,8 +196,9 @@ def _span(value: Any, at: At, order: int) -> Span:
         eo = (at / "events" / i).obj(ev, "a span event {name, attributes}")
         name = (at / "events" / i / "name").string(eo.get("name", ""))
         where: dict[str, At] = {}
-        attrs = _attributes(eo.get("attributes"), at / "events" / i / "attributes", where)
-        events.append((name, attrs, where))
+        attrs_at = at / "events" / i / "attributes"
+        attrs = _attributes(eo.get("attributes"), attrs_at, where)
+        events.append((name, attrs, Placed(at.doc, attrs_at.loc, where, attrs_at)))
     places: dict[str, At] = {}
     status = sp.get("status")
     code = status.get("code") if isinstance(status, dict) else None

@@ -48,6 +48,22 @@ def openinference_file(*attributes: dict[str, Any]) -> str:
     return json.dumps(otlp({**OTLP_SPAN, "attributes": [kind, *attributes]}))
 
 
+def event_file(*events: dict[str, Any]) -> str:
+    """A file of one chat span whose events (the older event style) are a user message (event 0)
+    and then `events`."""
+    user = {"name": "gen_ai.user.message", "attributes": [string_attr("content", "hi")]}
+    return json.dumps(otlp({**OTLP_SPAN, "events": [user, *events]}))
+
+
+def string_attr(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def kvlist(**values: dict[str, Any]) -> dict[str, Any]:
+    """An OTLP kvlistValue AnyValue whose members are these AnyValues, in order."""
+    return {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in values.items()]}}
+
+
 def tool_span(*attributes: dict[str, Any], name: str = "execute_tool") -> dict[str, Any]:
     """An execute_tool span (span 2, named `name`) with these attributes after the operation."""
     operation = {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}
@@ -203,6 +219,93 @@ CORPUS: list[tuple[str, str, str]] = [
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[2].value.doubleValue: expected the "
         "tool-call id in llm.output_messages.0.message.tool_calls.0.tool_call.id (a string or an "
         "integer), got a number (1.5 is not an integer)",
+    ),
+    # When an event's fields are its attributes, each is named where it sits; inside a JSON
+    # string, the place in the JSON follows the stringValue.
+    (
+        "otel-event-attribute-id-bool.json",
+        event_file(
+            {
+                "name": "gen_ai.tool.message",
+                "attributes": [string_attr("content", "r"), {"key": "id", "value": {"boolValue": True}}],
+            }
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].events[1].attributes[1].value.boolValue: expected "
+        "the id of the tool call this message answers (a string or an integer), got a boolean",
+    ),
+    (
+        "otel-event-choice-message-id-float.json",
+        event_file(
+            {
+                "name": "gen_ai.choice",
+                "attributes": [
+                    string_attr(
+                        "message",
+                        json.dumps(
+                            {
+                                "role": "assistant",
+                                "tool_calls": [
+                                    {"id": 2.5, "function": {"name": "f", "arguments": "{}"}}
+                                ],
+                            }
+                        ),
+                    ),
+                    {"key": "index", "value": {"intValue": "0"}},
+                ],
+            }
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].events[1].attributes[0].value.stringValue"
+        ".tool_calls[0].id: expected a tool-call id (a string or an integer), got a number (2.5 is "
+        "not an integer)",
+    ),
+    # Structured content (kvlistValue, arrayValue) is named where each member sits too.
+    (
+        "otel-event-kvlist-body-id-float.json",
+        event_file(
+            {
+                "name": "gen_ai.tool.message",
+                "attributes": [
+                    {
+                        "key": "body",
+                        "value": kvlist(content={"stringValue": "r"}, id={"doubleValue": 1.5}),
+                    }
+                ],
+            }
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].events[1].attributes[0].value.kvlistValue"
+        ".values[1].value.doubleValue: expected the id of the tool call this message answers (a "
+        "string or an integer), got a number (1.5 is not an integer)",
+    ),
+    (
+        "otel-structured-part-id-bool.json",
+        chat_file(
+            {
+                "key": "gen_ai.output.messages",
+                "value": {
+                    "arrayValue": {
+                        "values": [
+                            kvlist(
+                                role={"stringValue": "assistant"},
+                                parts={
+                                    "arrayValue": {
+                                        "values": [
+                                            kvlist(
+                                                type={"stringValue": "tool_call"},
+                                                id={"boolValue": True},
+                                                name={"stringValue": "f"},
+                                            )
+                                        ]
+                                    }
+                                },
+                            )
+                        ]
+                    }
+                },
+            }
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.arrayValue.values[0]"
+        ".kvlistValue.values[1].value.arrayValue.values[0].kvlistValue.values[1].value.boolValue: "
+        "expected a tool-call id (a string or an integer), got a boolean",
     ),
     # A tool call without a name cannot be replayed: refused as in every other importer.
     (
