@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from car.importers.base import At, Builder, parse_arguments
+from car.importers.openai_chat import custom_call
 from car.importers.otlp import Span
 from car.importers.thinking import chat_reasoning
 from car.trace import Message, ToolCall
@@ -246,19 +247,16 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
     msg.text = _content(content)
     for j, tc in enumerate((at / "tool_calls").arr(m.get("tool_calls") or [])):
         if isinstance(tc, dict):
-            fn_raw = tc.get("function")
-            fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
             here = at / "tool_calls" / j
-            fn_at = here / "function" if fn is fn_raw else here
+            fn_raw = tc.get("function")
+            if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
+                name_at, _, name, args = custom_call(tc, here)  # free-form input, as openai-chat
+            else:
+                fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
+                name_at = (here / "function" if fn is fn_raw else here) / "name"
+                name, args = fn.get("name"), fn.get("arguments")
             call_id = opt_id(tc.get("id"), here / "id")
-            c = make_call(
-                call_id,
-                fn.get("name"),
-                fn.get("arguments"),
-                here,
-                f"call_{i}_{j}",
-                name_at=fn_at / "name",
-            )
+            c = make_call(call_id, name, args, here, f"call_{i}_{j}", name_at=name_at)
             msg.calls.append(c)
     # A tool message names the call it answers in tool_call_id, or (event style) in id.
     key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"

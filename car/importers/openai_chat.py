@@ -4,6 +4,9 @@ Accepted: a request-like object `{messages, tools?, model?, temperature?, ...}` 
 JSONL line, or a request with its `response`/`choices` appended), a bare message list, or a JSON array /
 JSON Lines file of such objects (one run each). `assistant.tool_calls[] = {id, type: "function",
 function: {name, arguments: <JSON string>}}` become tool calls (the exact argument string is kept);
+OpenAI's custom (free-form) tool calls, `{id, type: "custom", custom: {name, input: <text>}}`, keep
+the input text exactly as `raw_arguments` (the parsed `arguments` follow the shared rule: a JSON
+object, else `{"_unparsed": <text>}`).
 `{role: "tool", tool_call_id, content}` messages become observations of the step that made the call.
 Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
 user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
@@ -28,7 +31,7 @@ from car.importers.thinking import (
 )
 from car.trace import Sampling, ToolCall, Trace
 
-__all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call"]
+__all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call", "custom_call"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -43,10 +46,13 @@ def _looks_like_messages(value: Any) -> bool:
 
 
 def chat_tool_call(value: Any, at: At) -> ToolCall:
-    """One `tool_calls[]` entry; also accepts the flat `{id, name, arguments}` form (tau2)."""
+    """One `tool_calls[]` entry; also accepts the flat `{id, name, arguments}` form (tau2) and a
+    custom tool's call `{id, type: "custom", custom: {name, input}}` (`custom_call`)."""
     call = at.obj(value, "a tool call {id, type, function: {name, arguments}}")
     fn = call.get("function")
-    if fn is not None:
+    if fn is None and (call.get("type") == "custom" or "custom" in call):
+        name_at, args_at, name, args = custom_call(call, at)
+    elif fn is not None:
         fn = (at / "function").obj(fn, "{name, arguments}")
         name_at, args_at, name, args = (
             at / "function" / "name",
@@ -70,6 +76,19 @@ def chat_tool_call(value: Any, at: At) -> ToolCall:
         call_id = f"call_{at.loc[-1]}" if at.loc else "call"
     call_id = (at / "id").call_id(call_id)
     return ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw)
+
+
+def custom_call(call: dict[str, Any], at: At) -> tuple[At, At, Any, str | None]:
+    """Where a custom tool's call at `at` names its tool and holds its input, then the name and the
+    input. OpenAI's custom tools take free-form text (`custom.input`, plain or matching a grammar),
+    not JSON arguments: the text is kept exactly as the call's `raw_arguments` and read as
+    openai-responses reads a `custom_tool_call` (`parse_arguments`)."""
+    custom = (at / "custom").obj(call.get("custom"), "a custom tool call {name, input}")
+    input_at = at / "custom" / "input"
+    text = custom.get("input")
+    if text is not None:
+        text = input_at.string(text, "the custom tool's free-form input (a string)")
+    return at / "custom" / "name", input_at, custom.get("name"), text
 
 
 def add_chat_messages(

@@ -130,6 +130,65 @@ CORPUS: list[tuple[str, str, str]] = [
         ),
         "$.messages[1].tool_calls[0].function.name: expected the tool name, got null",
     ),
+    # OpenAI's custom (free-form) tool calls: {id, type: "custom", custom: {name, input}}
+    (
+        "chat-custom-no-name.json",
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "c", "type": "custom", "custom": {"input": "x"}}],
+                    },
+                ]
+            }
+        ),
+        "$.messages[1].tool_calls[0].custom.name: expected the tool name, got null",
+    ),
+    (
+        "chat-custom-input-object.json",
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "c", "type": "custom", "custom": {"name": "t", "input": {"a": 1}}}
+                        ],
+                    },
+                ]
+            }
+        ),
+        "$.messages[1].tool_calls[0].custom.input: expected the custom tool's free-form input (a "
+        "string), got an object",
+    ),
+    (
+        "chat-custom-not-object.json",
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "tool_calls": [{"id": "c", "type": "custom"}]},
+                ]
+            }
+        ),
+        "$.messages[1].tool_calls[0].custom: expected a custom tool call {name, input}, got null",
+    ),
+    (
+        "otel-custom-call-no-name.json",
+        otlp_output(
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "type": "custom", "custom": {"input": "x"}}],
+                }
+            ]
+        ),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].tool_calls[0]"
+        ".custom.name: expected the tool name, got null",
+    ),
     (
         "chat-call-id-bool.json",
         json.dumps(

@@ -1161,3 +1161,49 @@ def test_integer_tool_call_ids_become_strings_and_results_still_pair(
     assert [c.id for c in step.action.tool_calls] == ["17", "18"]
     assert [(o.call_id, o.content) for o in step.observations] == [("18", "r18"), ("17", "r17")]
     assert "orphan-tool-result" not in codes(t)
+
+
+def test_openai_chat_custom_tool_calls_keep_their_free_form_input(tmp_path: Path) -> None:
+    # OpenAI's custom tools take free-form text: {id, type: "custom", custom: {name, input}}. The
+    # input is kept exactly as raw_arguments and read as openai-responses reads a custom_tool_call.
+    code = "print('hi')"
+    custom = {"type": "custom", "custom": {"name": "code_exec", "description": "Runs Python"}}
+    data = {
+        "tools": [custom],
+        "messages": [
+            {"role": "user", "content": "run it"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "custom", "custom": {"name": "code_exec", "input": code}},
+                    {"id": "call_2", "type": "custom", "custom": {"name": "grep", "input": '{"q": 1}'}},
+                    {"id": "call_3", "type": "custom", "custom": {"name": "noop", "input": ""}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "hi"},
+        ],
+    }
+    t = load_any(_write(tmp_path, "chat.json", data), fmt="openai-chat")
+    calls = t.steps[1].action.tool_calls
+    assert [(c.id, c.name, c.arguments, c.raw_arguments) for c in calls] == [
+        ("call_1", "code_exec", {"_unparsed": code}, code),
+        ("call_2", "grep", {"q": 1}, '{"q": 1}'),
+        ("call_3", "noop", {}, ""),
+    ]
+    assert [(o.call_id, o.content) for o in t.steps[1].observations] == [("call_1", "hi")]
+    assert t.actor("assistant").tools == (custom,)
+    assert parse_trace(json.loads(t.to_json())) == t
+
+
+def test_otel_openai_style_custom_tool_calls_are_read(tmp_path: Path) -> None:
+    call = {"id": "c", "type": "custom", "custom": {"name": "code_exec", "input": "1 + 1"}}
+    output = {"role": "assistant", "content": None, "tool_calls": [call]}
+    f = _write(tmp_path, "otel.json", _otlp(_chat(1, [{"role": "user", "content": "go"}], output)))
+    (c,) = load_any(f).steps[0].action.tool_calls
+    assert (c.id, c.name, c.arguments, c.raw_arguments) == (
+        "c",
+        "code_exec",
+        {"_unparsed": "1 + 1"},
+        "1 + 1",
+    )
