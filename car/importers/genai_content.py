@@ -4,12 +4,14 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (the parts model, as JSON strings or structured values); the older per-message span events
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
-`llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`.
-A message's `reasoning` parts (and an OpenAI-style message's reasoning fields, `reasoning_content`
-and the like: `car.importers.thinking.chat_reasoning`) are not text: they stay beside it, verbatim,
-with where they sit. A tool result given inside an assistant message (a server or built-in tool the
-provider ran) follows that message. Parts car cannot import are named in a warning (`Unimported`),
-never dropped without a word; a tool call without a name is refused (`make_call`).
+`llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`. A
+message's `reasoning` parts (an OpenInference `message.contents.M` part of type `reasoning` too, as
+its flattened `message_content.*` fields, and an OpenAI-style message's reasoning fields,
+`reasoning_content` and the like: `car.importers.thinking.chat_reasoning`) are not text: they stay
+beside it, verbatim, with where they sit. A tool result given inside an assistant message (a server
+or built-in tool the provider ran) follows that message. Parts car cannot import are named in a
+warning (`Unimported`), never dropped without a word; a tool call without a name is refused
+(`make_call`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Literal
 from car.importers.base import At, Builder, parse_arguments
 from car.importers.openai_chat import custom_call
 from car.importers.otlp import Span
-from car.importers.thinking import chat_reasoning
+from car.importers.thinking import chat_reasoning, chat_reasoning_sealed
 from car.trace import Message, ToolCall
 
 __all__ = [
@@ -32,6 +34,8 @@ __all__ = [
     "json_value",
     "make_call",
     "opt_id",
+    "reasoning_sealed",
+    "reasoning_text",
     "sampling_values",
     "span_messages",
     "system_instructions",
@@ -306,21 +310,46 @@ def _openinference_messages(span: Span, prefix: str) -> list[Msg]:
     for i, fields in _indexed(span.attrs, prefix).items():
         key = f"{prefix}.{i}"
         role = str(fields.get("message.role") or "user")
-        text = fields.get("message.content")
-        if text is None:
-            parts = _indexed(fields, "message.contents")
-            text = "\n".join(
-                as_text(p.get("message_content.text"))
-                for p in parts.values()
-                if p.get("message_content.text") is not None
-            )
         answers = attr_id(span, f"{key}.message.tool_call_id", fields.get("message.tool_call_id"))
-        msg = Msg(role=role, text=as_text(text), call_id=answers)
+        msg = Msg(role=role, call_id=answers)
+        texts: list[str] = []
+        for j, part in _indexed(fields, "message.contents").items():
+            if part.get("message_content.type") == "reasoning":
+                # kept as recorded (its flattened message_content.* fields), named where its type is
+                place = span.place(f"{key}.message.contents.{j}.message_content.type")
+                msg.reasoning.append((place, part))
+            elif part.get(_OI_TEXT) is not None:
+                texts.append(as_text(part[_OI_TEXT]))
+        # a message may give its text whole, beside contents that hold its reasoning
+        text = fields.get("message.content")
+        msg.text = as_text(text) if text is not None else "\n".join(texts)
         name = fields.get("message.name")
         msg.name = name if isinstance(name, str) else None
         msg.calls = _flat_calls(span, fields, key, "message.tool_calls", _OI_CALL, i)
         out.append(msg)
     return out
+
+
+# OpenInference flattens a content part's fields under message_content: a reasoning part (Anthropic
+# thinking and redacted_thinking, OpenAI reasoning items) has its readable text in
+# message_content.text, and what must go back unchanged in signature, data (redacted_thinking) or
+# encrypted_content (OpenAI's).
+_OI_TEXT = "message_content.text"
+_OI_SEALED = ("message_content.data", "message_content.encrypted_content")
+
+
+def reasoning_text(part: dict[str, Any]) -> str:
+    """The readable text of a reasoning part: the conventions' (and pydantic-ai's) `content`, or an
+    OpenInference part's message_content.text; none is empty."""
+    text = part.get("content", part.get(_OI_TEXT))
+    return text if isinstance(text, str) else ""
+
+
+def reasoning_sealed(part: dict[str, Any]) -> bool:
+    """Whether a reasoning piece of span content is encrypted: an OpenInference part holding
+    redacted data or encrypted_content, or an OpenAI-style message's reasoning field holding an
+    encrypted entry (`chat_reasoning_sealed`). The GenAI conventions have no encrypted form."""
+    return any(part.get(k) for k in _OI_SEALED) or chat_reasoning_sealed(part)
 
 
 def _flat_genai(span: Span, prefix: str) -> list[Msg]:

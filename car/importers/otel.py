@@ -16,12 +16,12 @@ and `gen_ai.content.prompt` / `gen_ai.content.completion`), the flattened `gen_a
 `gen_ai.completion.N.*` style, and OpenInference `llm.input_messages.N.message.*`. Ids may be hex or
 base64; `intValue` may be a string. Tool-call ids follow every importer's rule: an integer is its
 decimal string, a boolean or a fraction is refused naming the attribute (or the place in the JSON
-content) that holds it. `reasoning` parts (and an OpenAI-style message's reasoning fields) of a call's
-output messages are kept verbatim in its step's metadata; context messages hold text and tool calls
-only, so a replay cannot send them back (a warning says so). A tool result given inside an output
-message (a server or built-in tool the provider ran) is an observation of that call's step. Message
-parts car cannot import are named in a warning. A tool call without a name is refused, as in every
-importer: it cannot be replayed.
+content) that holds it. `reasoning` parts (OpenInference's `reasoning` contents, and an OpenAI-style
+message's reasoning fields) of a call's output messages are kept verbatim in its step's metadata;
+context messages hold text and tool calls only, so a replay cannot send them back (a warning says
+so). A tool result given inside an output message (a server or built-in tool the provider ran) is an
+observation of that call's step. Message parts car cannot import are named in a warning. A tool call
+without a name is refused, as in every importer: it cannot be replayed.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from car.importers.genai_content import (
     attr_id,
     json_value,
     make_call,
+    reasoning_sealed,
+    reasoning_text,
     sampling_values,
     span_messages,
     system_instructions,
@@ -47,7 +49,6 @@ from car.importers.otlp import Span, read_spans
 from car.importers.thinking import (
     CHAT_REASONING,
     SeenReasoning,
-    chat_reasoning_sealed,
     chat_reasoning_texts,
     thinking_metadata,
 )
@@ -121,8 +122,7 @@ class OtlpJson:
                 reasoning.input(place, part)
             produced = [r for m in outputs for r in m.reasoning]
             for place, part in produced:
-                # the conventions have no encrypted form; OpenRouter's reasoning_details do
-                reasoning.output(place, part, chat_reasoning_sealed(part))
+                reasoning.output(place, part, reasoning_sealed(part))
             system = system_instructions(s.attrs)
             if system:
                 inputs = [Msg("system", system), *[m for m in inputs if m.role != "system"]]
@@ -304,10 +304,11 @@ def _span_meta(span: Span) -> dict[str, Any]:
 
 
 def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Step metadata for a call's reasoning parts, whose readable text is their `content`, and the
+    """Step metadata for a call's reasoning parts (their readable text: `reasoning_text`), and the
     reasoning fields of OpenAI-style messages (`{field: value}`, read by `chat_reasoning_texts`)."""
     if not parts:
         return {}
     fields = [p for p in parts if len(p) == 1 and next(iter(p)) in CHAT_REASONING]
-    texts = [p["content"] if isinstance(p.get("content"), str) else "" for p in parts if p not in fields]
+    # a part with no readable text (encrypted, redacted) adds none, as in the other importers
+    texts = [text for p in parts if p not in fields and (text := reasoning_text(p))]
     return thinking_metadata(parts, texts + chat_reasoning_texts(fields))

@@ -1,14 +1,14 @@
 """A model's reasoning that car's actions cannot carry: kept verbatim in step metadata, and said.
 
-Anthropic `thinking` / `redacted_thinking` blocks, OpenAI Responses `reasoning` items, Inspect AI
-and OpenTelemetry GenAI `reasoning` content parts, and the reasoning fields OpenAI-compatible servers
-add to a chat message (`chat_reasoning`) hold what a model reasoned, often signed or encrypted so
-that only the unchanged original is valid when sent back. An action holds text and tool calls only,
-so a replayed input lacks reasoning the model saw. Importers keep each piece verbatim, in order, in
-the metadata of the step that produced it (`thinking_blocks`, and the readable text joined
-as `thinking`) and warn once per trace (`thinking-not-replayed`). Where every call's recorded input
-repeats earlier outputs (Inspect, OTel), `SeenReasoning` counts each piece once and names those no
-recorded call produced.
+Anthropic `thinking` / `redacted_thinking` blocks, OpenAI Responses `reasoning` items, Inspect AI,
+OpenTelemetry GenAI and OpenInference `reasoning` content parts, and the reasoning fields
+OpenAI-compatible servers add to a chat message (`chat_reasoning`) hold what a model reasoned, often
+signed or encrypted so that only the unchanged original is valid when sent back. An action holds
+text and tool calls only, so a replayed input lacks reasoning the model saw. Importers keep each
+piece verbatim, in order, in the metadata of the step that produced it (`thinking_blocks`, and the
+readable text joined as `thinking`) and warn once per trace (`thinking-not-replayed`). Where every
+call's recorded input repeats earlier outputs (Inspect, OTel), `SeenReasoning` counts each piece
+once and names those no recorded call produced.
 """
 
 from __future__ import annotations

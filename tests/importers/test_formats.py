@@ -1207,3 +1207,64 @@ def test_otel_openai_style_custom_tool_calls_are_read(tmp_path: Path) -> None:
         {"_unparsed": "1 + 1"},
         "1 + 1",
     )
+
+
+def _openinference(sid: int, attrs: dict[str, str]) -> dict[str, Any]:
+    """An OpenInference LLM span with these string attributes after its kind (attribute 0)."""
+    span = _span(sid, sid, {"gen_ai.operation.name": "chat", **attrs})
+    span["attributes"][0] = {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}}
+    return span
+
+
+def test_openinference_reasoning_contents_are_kept_as_thinking_not_text(tmp_path: Path) -> None:
+    # OpenInference writes reasoning (Anthropic thinking and redacted_thinking, OpenAI reasoning
+    # items) as message_content parts of type "reasoning": readable text in message_content.text,
+    # what must go back unchanged in signature, data or encrypted_content.
+    out = "llm.output_messages.0.message"
+    first = {
+        f"{out}.role": "assistant",
+        f"{out}.contents.0.message_content.type": "reasoning",
+        f"{out}.contents.0.message_content.text": "Look order 7 up.",
+        f"{out}.contents.0.message_content.signature": "EqQBCgIY",
+        f"{out}.contents.1.message_content.type": "reasoning",
+        f"{out}.contents.1.message_content.data": "EmwKAhgB",
+        f"{out}.contents.2.message_content.type": "text",
+        f"{out}.contents.2.message_content.text": "Checking.",
+    }
+    earlier = {k.replace("llm.output_messages.0", "llm.input_messages.1"): v for k, v in first.items()}
+    second = {
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "where is order 7?",
+        **earlier,
+        f"{out}.role": "assistant",
+        f"{out}.content": "Shipped.",
+        f"{out}.contents.0.message_content.type": "reasoning",
+        f"{out}.contents.0.message_content.text": "Say it.",
+    }
+    user = {
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "where is order 7?",
+    }
+    f = _write(
+        tmp_path, "oi.json", _otlp(_openinference(1, {**user, **first}), _openinference(2, second))
+    )
+    t = load_any(f)
+    assert [s.action.text for s in t.steps] == ["Checking.", "Shipped."]
+    assert t.steps[0].metadata["thinking_blocks"] == [
+        {
+            "message_content.type": "reasoning",
+            "message_content.text": "Look order 7 up.",
+            "message_content.signature": "EqQBCgIY",
+        },
+        {"message_content.type": "reasoning", "message_content.data": "EmwKAhgB"},
+    ]
+    assert t.steps[0].metadata["thinking"] == "Look order 7 up."
+    assert t.steps[1].metadata["thinking"] == "Say it."
+    context = t.steps[1].context
+    assert isinstance(context, tuple) and context[1].content == "Checking."
+    warning = _thinking_warning(t)
+    # the second input repeats the first output's parts: each counted once
+    assert warning.startswith("3 reasoning parts (1 redacted: encrypted, unreadable) are kept ")
+    assert f"(first at {_SPAN0}[4].value.stringValue)" in warning
+    assert "recorded inputs" not in warning
+    assert parse_trace(json.loads(t.to_json())) == t
