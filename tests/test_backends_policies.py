@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 import car
@@ -16,12 +17,14 @@ from car.backends.anthropic import AnthropicPolicy
 from car.backends.openai import OpenAIPolicy, capabilities
 from car.backends.openai import openai_backend as make_http
 from car.backends.options import BackendOptions, configure
+from car.backends.wire import action_from_openai, openai_messages, openai_tools, tool_schema
 from car.errors import BackendError, InputError
+from car.importers import load_any
 from car.protocols import Decision
 from car.rng import EventKey
 from car.sim import scenario_for
 from car.testing import Faults, LoopbackServer, ScenarioModel
-from car.trace import Sampling, Step, Trace, load_trace
+from car.trace import Action, Message, Sampling, Step, ToolCall, Trace, load_trace
 from tests.conftest import ROOT
 
 TRACE = str(ROOT / "traces" / "support-refund.json")
@@ -360,3 +363,130 @@ def test_a_failed_probe_whose_callers_were_cancelled_is_not_reported_unretrieved
     asyncio.run(main())
     gc.collect()
     assert reported == []  # ... and its failure was not reported as unread
+
+
+# -- custom (free-form) tools ---------------------------------------------------------------------
+CODE = "print('hi')\n"
+GRAMMAR = {"type": "grammar", "grammar": {"syntax": "lark", "definition": 'start: "ls" | "pwd"'}}
+
+
+def _custom_tool_trace(tmp_path: Any) -> Trace:
+    """A chat log with a custom tool (grammar-constrained) beside a function tool, one recorded
+    custom call and its result, read by the openai-chat importer."""
+    shell = {"type": "custom", "custom": {"name": "shell", "description": "Runs", "format": GRAMMAR}}
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    log = {
+        "model": "gpt-5",
+        "tools": [shell, lookup],
+        "messages": [
+            {"role": "user", "content": "list the files"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "custom", "custom": {"name": "shell", "input": CODE}},
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": "{}"},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "{}"},
+            {"role": "assistant", "content": "done"},
+        ],
+    }
+    path = tmp_path / "custom.json"
+    path.write_text(json.dumps(log))
+    return load_any(path, fmt="openai-chat")
+
+
+def _custom_reply(request: httpx.Request) -> httpx.Response:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_9", "type": "custom", "custom": {"name": "shell", "input": "ls"}}],
+    }
+    return httpx.Response(200, json={"model": "gpt-5", "choices": [{"message": message}]})
+
+
+def _custom_policy(trace: Trace, sent: list[dict[str, Any]]) -> OpenAIPolicy:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return _custom_reply(request)
+
+    http = http_backend.HttpBackend(
+        "openai", "http://127.0.0.1:9/v1", {}, transport=httpx.MockTransport(handler)
+    )
+    return OpenAIPolicy(None, trace, http=http)
+
+
+def _act(policy: OpenAIPolicy, trace: Trace, step: int) -> car.Action:
+    async def main() -> car.Action:
+        try:
+            return await policy.act(_decision(trace, step), EventKey(0, 0, step, "policy"))
+        finally:
+            await policy.aclose()
+
+    return asyncio.run(main())
+
+
+def test_custom_tools_and_calls_are_sent_as_custom(tmp_path: Any) -> None:
+    trace = _custom_tool_trace(tmp_path)
+    sent: list[dict[str, Any]] = []
+    _act(_custom_policy(trace, sent), trace, 2)
+    body = next(b for b in sent if "random word" not in json.dumps(b))
+    # The custom tool goes out as a custom tool, its grammar intact; the function tool as before.
+    assert body["tools"] == [
+        {"type": "custom", "custom": {"name": "shell", "description": "Runs", "format": GRAMMAR}},
+        {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}},
+    ]
+    # The recorded custom call goes back as a custom call with its input byte for byte; its result
+    # is an ordinary tool message.
+    assert body["messages"][1]["tool_calls"] == [
+        {"id": "call_1", "type": "custom", "custom": {"name": "shell", "input": CODE}},
+        {"id": "call_2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
+    ]
+    assert body["messages"][2] == {"role": "tool", "content": "a.txt", "tool_call_id": "call_1"}
+
+
+def test_a_sampled_custom_call_reads_as_the_importer_reads_the_recorded_one(tmp_path: Any) -> None:
+    trace = _custom_tool_trace(tmp_path)
+    action = _act(_custom_policy(trace, []), trace, 2)
+    assert action.tool_calls == (
+        ToolCall(id="call_9", name="shell", arguments={"_unparsed": "ls"}, raw_arguments="ls"),
+    )
+    # The same input as the record gives the same action signature (what action-match compares),
+    # for free-form text and for input that happens to be a JSON object.
+    recorded = trace.steps[1].action.tool_calls[0]
+    for text, record in (
+        (CODE, recorded),
+        ('{"a": 1}', ToolCall(id="r", name="shell", arguments={"a": 1})),
+    ):
+        sampled = action_from_openai(
+            {"tool_calls": [{"id": "x", "type": "custom", "custom": {"name": "shell", "input": text}}]},
+            fallback_id="c",
+        )
+        assert sampled.signature() == Action(tool_calls=(record,)).signature()
+        assert sampled.tool_calls[0].raw_arguments == text
+
+
+def test_custom_tool_shapes_on_the_chat_wire() -> None:
+    # The Responses API's flat custom tool goes out as a Chat Completions custom tool; an Anthropic
+    # client tool, which may also say type "custom", keeps its JSON schema and stays a function.
+    responses = {"type": "custom", "name": "shell", "format": {"type": "text"}}
+    anthropic = {"type": "custom", "name": "lookup", "input_schema": {"type": "object"}}
+    assert openai_tools([responses, anthropic]) == [
+        {"type": "custom", "custom": {"name": "shell", "format": {"type": "text"}}},
+        {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}},
+    ]
+    assert tool_schema({"type": "custom", "custom": {"name": "shell"}}).name == "shell"
+    # A hand-written custom call without raw_arguments sends what the importers would have kept.
+    calls = (
+        ToolCall(id="a", name="shell", arguments={"_unparsed": "ls -l"}),
+        ToolCall(id="b", name="shell", arguments={"path": "/"}),
+        ToolCall(id="c", name="shell"),
+    )
+    sent = openai_messages([Message(role="assistant", tool_calls=calls)], [responses])
+    assert [c["custom"]["input"] for c in sent[0]["tool_calls"]] == ["ls -l", '{"path": "/"}', ""]

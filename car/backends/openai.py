@@ -172,7 +172,7 @@ class OpenAIPolicy(ServerPolicy):
         self._used[model] = caps
         body: dict[str, Any] = {
             "model": model,
-            "messages": openai_messages(decision.messages()),
+            "messages": openai_messages(decision.messages(), decision.actor.tools),
             **sampling_params(self.options, decision.sampling),
         }
         if decision.actor.tools:

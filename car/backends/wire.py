@@ -7,6 +7,16 @@ JSON-schema parameters):
     {"name", "description", "input_schema"}                                   Anthropic
     {"name", "description", "parameters": <JSON schema>}                      generic
     {"name", "parameters": {"order_id": "string"}}                            shorthand: field -> type
+
+OpenAI's custom (free-form) tools take text, plain or matching a grammar, instead of JSON arguments:
+
+    {"type": "custom", "custom": {"name", "description", "format"}}            Chat Completions
+    {"type": "custom", "name", "description", "format"}                        Responses
+
+`custom_tool` reads both; they go out to Chat Completions as custom tools. A trace's tool call does not
+say which kind of tool it called (the importers keep a custom call's input as `raw_arguments`, like any
+call's argument string), so a call is sent back as a custom call when the actor's tools define a custom
+tool of its name (`custom_tool_names`).
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from car.jsonfile import reject_constant
 from car.trace import Action, Message, ToolCall
 
 __all__ = [
@@ -24,6 +35,8 @@ __all__ = [
     "action_from_openai",
     "anthropic_messages",
     "anthropic_tools",
+    "custom_tool",
+    "custom_tool_names",
     "messages_from_anthropic",
     "messages_from_openai",
     "openai_messages",
@@ -39,8 +52,26 @@ class ToolSchema:
     parameters: dict[str, Any]
 
 
+def custom_tool(tool: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A custom tool's properties `{name, description?, format?}` (as Chat Completions nests them
+    under `custom`, with the format, a grammar say, kept as recorded), or None for any other tool."""
+    if tool.get("type") != "custom":
+        return None
+    nested = tool.get("custom")
+    if not isinstance(nested, dict) and ("input_schema" in tool or "parameters" in tool):
+        return None  # Anthropic's client tools may say `type: "custom"` too, with a JSON schema
+    props: Mapping[str, Any] = nested if isinstance(nested, dict) else tool
+    return {k: props[k] for k in ("name", "description", "format") if props.get(k) is not None}
+
+
+def custom_tool_names(tools: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The names of the custom tools among `tools`: the calls to send back as custom calls."""
+    return frozenset(str(c.get("name", "")) for t in tools if (c := custom_tool(t)) is not None)
+
+
 def tool_schema(tool: Mapping[str, Any]) -> ToolSchema:
-    fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    """A custom tool reads as a tool with no parameters: its input is text, not a JSON object."""
+    fn = tool.get("function") if isinstance(tool.get("function"), dict) else custom_tool(tool) or tool
     assert isinstance(fn, Mapping)
     name = str(fn.get("name", ""))
     desc = str(fn.get("description") or "")
@@ -61,6 +92,10 @@ def tool_schema(tool: Mapping[str, Any]) -> ToolSchema:
 def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for t in tools:
+        custom = custom_tool(t)
+        if custom is not None:
+            out.append({"type": "custom", "custom": custom})
+            continue
         s = tool_schema(t)
         fn: dict[str, Any] = {"name": s.name, "parameters": s.parameters}
         if s.description:
@@ -84,7 +119,31 @@ def _raw(call: ToolCall) -> str:
     return call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
 
 
-def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _custom_input(call: ToolCall) -> str:
+    """The free-form input of a custom call: the recorded text, else what the importers keep of it."""
+    if call.raw_arguments is not None:
+        return call.raw_arguments
+    unparsed = call.arguments.get("_unparsed")
+    if set(call.arguments) == {"_unparsed"} and isinstance(unparsed, str):
+        return unparsed
+    return json.dumps(call.arguments) if call.arguments else ""
+
+
+def _openai_call(call: ToolCall, custom: frozenset[str]) -> dict[str, Any]:
+    if call.name in custom:
+        return {
+            "id": call.id,
+            "type": "custom",
+            "custom": {"name": call.name, "input": _custom_input(call)},
+        }
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _raw(call)}}
+
+
+def openai_messages(
+    messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Chat Completions messages; `tools` (the actor's definitions) say which calls are custom calls."""
+    custom = custom_tool_names(tools)
     out: list[dict[str, Any]] = []
     for m in messages:
         msg: dict[str, Any] = {"role": m.role, "content": m.content}
@@ -92,10 +151,7 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             msg["name"] = _safe_name(m.name)
         if m.role == "assistant" and m.tool_calls:
             msg["content"] = m.content or None
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _raw(c)}}
-                for c in m.tool_calls
-            ]
+            msg["tool_calls"] = [_openai_call(c, custom) for c in m.tool_calls]
         if m.role == "tool":
             msg["tool_call_id"] = m.tool_call_id or ""
         out.append(msg)
@@ -109,12 +165,14 @@ def _safe_name(name: str) -> str:
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
-    """Tool-call arguments as a dict; text that is not a JSON object is kept under `_raw`."""
+    """Tool-call arguments as a dict, by the importers' rule (`car.importers.base.parse_arguments`),
+    so a sampled call compares with a recorded one: text that is not a JSON object (a custom tool's
+    input, a malformed argument string) is kept verbatim under `_unparsed`."""
     try:
-        value = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
+        value = json.loads(raw, parse_constant=reject_constant) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        return {"_unparsed": raw}
+    return value if isinstance(value, dict) else {"_unparsed": raw}
 
 
 def action_from_openai(message: Mapping[str, Any], *, fallback_id: str) -> Action:
@@ -126,6 +184,9 @@ def action_from_openai(message: Mapping[str, Any], *, fallback_id: str) -> Actio
     for i, tc in enumerate(message.get("tool_calls") or ()):
         fn = tc.get("function") or {}
         raw = fn.get("arguments")
+        if not fn and (tc.get("type") == "custom" or "custom" in tc):
+            fn = tc.get("custom") or {}  # a custom tool's call: free-form `input`, no `arguments`
+            raw = fn.get("input")
         raw_text = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
         calls.append(
             ToolCall(
