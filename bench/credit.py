@@ -19,13 +19,22 @@ import numpy as np
 from bench.methods import replay_for
 from bench.suite import Case, interval_coverage, model_truth
 from car.estimators.paper import paper_shapley, paper_shapley_plan
-from car.replay import Plan
+from car.replay import Plan, Rollout
 from car.sim.planted import shapley_values
 
 if TYPE_CHECKING:
     from car.shapley import ShapleyMethod
 
-__all__ = ["SHAPLEY", "Game", "ShapleyEstimate", "register", "shapley_cell"]
+__all__ = [
+    "IDEAL",
+    "SHAPLEY",
+    "Game",
+    "ShapleyEstimate",
+    "ideal_exact_cell",
+    "register",
+    "replicate_values",
+    "shapley_cell",
+]
 
 
 @dataclass(frozen=True)
@@ -49,18 +58,21 @@ class Game:
     def n(self) -> int:
         return len(self.players)
 
-    def values(self, jobs: Sequence[tuple[frozenset[int], int]]) -> np.ndarray:
-        """Outcomes of (coalition of player indices, replicate) jobs, in order (NaN if unscored)."""
+    def runs(self, jobs: Sequence[tuple[frozenset[int], int]]) -> list[Rollout]:
+        """Rollouts of (coalition of player indices, replicate) jobs, in order."""
 
-        async def go() -> list[float]:
+        async def go() -> list[Rollout]:
             out = []
             for coalition, replicate in jobs:
                 steps = [s for i in coalition for s in self.players[i]]
-                r = await self.replay.run(Plan.hold(steps), replicate)
-                out.append(r.outcome)
+                out.append(await self.replay.run(Plan.hold(steps), replicate))
             return out
 
-        return np.array(asyncio.run(go()))
+        return asyncio.run(go())
+
+    def values(self, jobs: Sequence[tuple[frozenset[int], int]]) -> np.ndarray:
+        """Outcomes of (coalition of player indices, replicate) jobs, in order (NaN if unscored)."""
+        return np.array([r.outcome for r in self.runs(jobs)])
 
     @property
     def rollouts(self) -> int:
@@ -119,6 +131,8 @@ def _car(
 
     return run
 
+
+IDEAL = "exact-ideal"  # the name of `ideal_exact_cell`'s rows: a cost model, not a method car runs
 
 SHAPLEY: dict[str, Callable[[Game, int, np.random.Generator], ShapleyEstimate]] = {
     "paper-1": _paper(1, shared=False),
@@ -186,3 +200,51 @@ def shapley_cell(
         float(np.mean(spent)),
         float(np.mean(calls)),
     )
+
+
+def _shapley_weights(n: int) -> np.ndarray:
+    """`W[mask, i]`: phi_i = sum over masks of W[mask, i] v(mask), players i in bit i of mask."""
+    w = np.zeros((2**n, n))
+    for mask in range(2**n):
+        k = mask.bit_count()
+        for i in range(n):
+            if mask >> i & 1:
+                w[mask, i] = math.factorial(k - 1) * math.factorial(n - k) / math.factorial(n)
+            else:
+                w[mask, i] = -math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n)
+    return w
+
+
+def replicate_values(case: Case, replicates: int, agents: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Each replicate's exact Shapley values (every coalition played on the replicate's shared noise;
+    their mean is phi) and its charge: the distinct runs among them that differ from the record, the
+    least any method must see to learn those values (the record itself is known)."""
+    model, _ = model_truth(case)
+    players = getattr(model, "agents", lambda: None)() if agents else None
+    game = Game(case, 0, players if players else [[k] for k in range(model.size())])
+    n = game.n
+    weights = _shapley_weights(n)
+    coalitions = [frozenset(j for j in range(n) if mask >> j & 1) for mask in range(2**n)]
+    phis, charges = [], []
+    for r in range(replicates):
+        runs = game.runs([(c, r) for c in coalitions])
+        signatures = {tuple(t.signature() for t in run.turns) for run in runs}
+        signatures.discard(tuple(t.signature() for t in runs[-1].turns))  # all held: the record
+        charges.append(len(signatures))
+        phis.append(np.array([run.outcome for run in runs]) @ weights)
+    return np.array(phis), np.array(charges, dtype=float)
+
+
+def ideal_exact_cell(
+    case: Case, replicates: int, agents: bool = False, budget: int = 320
+) -> ShapleyCell:
+    """The exact design at its ideal cost, not a method car runs: each replicate's exact Shapley value,
+    charged only for its distinct runs off the record (`replicate_values`), at `budget` charged
+    rollouts: RMSE = sqrt(mean variance x mean charge / budget), from `replicates` replicates (their
+    variance, not a squared error per seed, so a few thousand pin it down). No exact design can cost
+    less; designs that play fewer coalitions per replicate (walks) can, at more variance each."""
+    phis, charges = replicate_values(case, replicates, agents)
+    variance = float(phis.var(axis=0, ddof=1).mean())
+    rmse = math.sqrt(variance * float(charges.mean()) / budget)
+    nan = math.nan
+    return ShapleyCell(case.name, IDEAL, budget, replicates, rmse, nan, nan, nan, budget, nan)

@@ -164,3 +164,34 @@ def test_shapley_coverage_band_is_tracked_per_method() -> None:
     assert car_low.passed and not car_high.passed and "0.950 (and) to 0.990 (long)" in car_low.measured
     assert not shared_low.passed and shared_high.passed and "over 1 cells" in shared_low.measured
     assert not any(t.gating for t in (car_low, car_high, shared_low, shared_high))
+
+
+def test_shapley_weights_give_exact_values_of_the_and_game() -> None:
+    """The ideal exact design's weight matrix applied to every v(S) of planted-and is its exact phi."""
+    from bench.credit import _shapley_weights
+
+    model = PlantedAnd()
+    groups = [[k] for k in range(model.size())]
+    v = [model.expected(frozenset(k for k in range(3) if mask >> k & 1)) for mask in range(2**3)]
+    assert np.allclose(np.array(v) @ _shapley_weights(3), shapley_values(model, groups))
+
+
+def test_replicate_values_are_unbiased_and_charge_only_runs_that_leave_the_record() -> None:
+    """planted-pivot(p=0.5): over 400 replicates each player's mean exact value is within 4
+    standard errors of its phi; a replicate is charged at least one run whenever its values are not
+    all 0 (something off the record was seen) and at most the 2^n - 1 coalitions off the record; and
+    the ideal exact design's RMSE is variance x charge / budget."""
+    from bench.credit import ideal_exact_cell, replicate_values
+    from bench.suite import Case, model_truth
+
+    case = Case("planted-pivot", (("p", 0.5),))
+    model, _ = model_truth(case)
+    phi = np.array(shapley_values(model, [[k] for k in range(model.size())]))
+    phis, charges = replicate_values(case, 400)
+    se = phis.std(axis=0, ddof=1) / math.sqrt(len(phis))
+    assert np.all(np.abs(phis.mean(axis=0) - phi) <= 4 * se + 1e-9)
+    moved = np.any(phis != 0, axis=1)
+    assert moved.any() and np.all(charges[moved] >= 1) and np.all(charges <= 2**3 - 1)
+    cell = ideal_exact_cell(case, 400, budget=320)
+    want = phis.var(axis=0, ddof=1).mean() * charges.mean() / 320
+    assert cell.rmse == pytest.approx(math.sqrt(want)) and cell.rollouts == 320
