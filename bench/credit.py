@@ -19,6 +19,7 @@ import numpy as np
 from bench.methods import replay_for
 from bench.suite import Case, interval_coverage, model_truth
 from car.estimators.paper import paper_shapley, paper_shapley_plan
+from car.protocols import Mode
 from car.replay import Plan, Rollout
 from car.sim.planted import shapley_values
 
@@ -217,8 +218,9 @@ def _shapley_weights(n: int) -> np.ndarray:
 
 def replicate_values(case: Case, replicates: int, agents: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each replicate's exact Shapley values (every coalition played on the replicate's shared noise;
-    their mean is phi) and its charge: the distinct runs among them that differ from the record, the
-    least any method must see to learn those values (the record itself is known)."""
+    their mean is phi) and its charge: the distinct runs among them, the least any method must see to
+    learn those values. The record (every player held) is free only when the scorer is
+    deterministic; a noisy judge's score of it is a draw of the replicate like any other run's."""
     model, _ = model_truth(case)
     players = getattr(model, "agents", lambda: None)() if agents else None
     game = Game(case, 0, players if players else [[k] for k in range(model.size())])
@@ -228,8 +230,11 @@ def replicate_values(case: Case, replicates: int, agents: bool = False) -> tuple
     phis, charges = [], []
     for r in range(replicates):
         runs = game.runs([(c, r) for c in coalitions])
+        if any(t.mode != Mode.COPIED for t in runs[-1].turns):
+            raise ValueError(f"{case.name}: the players leave a decision step out of the game")
         signatures = {tuple(t.signature() for t in run.turns) for run in runs}
-        signatures.discard(tuple(t.signature() for t in runs[-1].turns))  # all held: the record
+        if game.replay.scorer.deterministic:
+            signatures.discard(tuple(t.signature() for t in runs[-1].turns))  # the record
         charges.append(len(signatures))
         phis.append(np.array([run.outcome for run in runs]) @ weights)
     return np.array(phis), np.array(charges, dtype=float)
@@ -239,10 +244,10 @@ def ideal_exact_cell(
     case: Case, replicates: int, agents: bool = False, budget: int = 320
 ) -> ShapleyCell:
     """The exact design at its ideal cost, not a method car runs: each replicate's exact Shapley value,
-    charged only for its distinct runs off the record (`replicate_values`), at `budget` charged
-    rollouts: RMSE = sqrt(mean variance x mean charge / budget), from `replicates` replicates (their
-    variance, not a squared error per seed, so a few thousand pin it down). No exact design can cost
-    less; designs that play fewer coalitions per replicate (walks) can, at more variance each."""
+    charged only for its distinct runs (`replicate_values`), at `budget` charged rollouts: RMSE =
+    sqrt(mean variance x mean charge / budget), from `replicates` replicates (their variance, not a
+    squared error per seed, so a few thousand pin it down). No exact design can cost less; designs
+    that play fewer coalitions per replicate (walks) can, at more variance each."""
     phis, charges = replicate_values(case, replicates, agents)
     variance = float(phis.var(axis=0, ddof=1).mean())
     rmse = math.sqrt(variance * float(charges.mean()) / budget)

@@ -195,3 +195,14 @@ def test_replicate_values_are_unbiased_and_charge_only_runs_that_leave_the_recor
     cell = ideal_exact_cell(case, 400, budget=320)
     want = phis.var(axis=0, ddof=1).mean() * charges.mean() / 320
     assert cell.rmse == pytest.approx(math.sqrt(want)) and cell.rollouts == 320
+
+
+def test_a_noisy_judge_is_charged_for_scoring_the_record() -> None:
+    """With a stochastic scorer the record's score is a draw of the replicate: every replicate pays
+    at least that run, where the deterministic pivot has replicates that cost nothing."""
+    from bench.credit import replicate_values
+    from bench.suite import Case
+
+    _, noisy = replicate_values(Case("noisy-judge"), 50)
+    _, pivot = replicate_values(Case("planted-pivot", (("p", 0.5),)), 50)
+    assert noisy.min() >= 1 and pivot.min() == 0
