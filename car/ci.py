@@ -162,21 +162,18 @@ def check_outputs(req: BlameRequest) -> None:
                 raise InputError(
                     f"{other} and {flag} write the same file; give each report its own path"
                 )
-    traces = [Path(p) for p in expand_paths(req.paths) if Path(p).is_file()]
+    kept = [
+        (trace, f"the trace {trace} it attributes")
+        for trace in (Path(p) for p in expand_paths(req.paths))
+        if trace.is_file()
+    ]
+    if not req.no_store:
+        store = req.store_path if req.store_path is not None else default_store_path()
+        kept.append((store, f"the rollout store {store}"))
     for flag, path in named:
-        for trace in traces:
-            if _same_file(path, trace):
-                raise InputError(
-                    f"{flag} would overwrite the trace {trace} it attributes; write the report elsewhere"
-                )
-    if req.no_store:
-        return
-    store = req.store_path if req.store_path is not None else default_store_path()
-    for flag, path in named:
-        if _same_file(path, store):
-            raise InputError(
-                f"{flag} would overwrite the rollout store {store}; write the report elsewhere"
-            )
+        for target, what in kept:
+            if _same_file(path, target):
+                raise InputError(f"{flag} would overwrite {what}; write the report elsewhere")
 
 
 def check_rerender_output(source: Path, output: Path | None) -> None:
