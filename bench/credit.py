@@ -12,7 +12,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -166,12 +166,17 @@ class ShapleyCell:
     calls: float
 
 
+def _players(model: Any, agents: bool) -> list[list[int]]:
+    """The game's players: the model's agents' steps if asked (and it has agents), else each step."""
+    players = model.agents() if agents and hasattr(model, "agents") else None
+    return [list(p) for p in players] if players else [[k] for k in range(model.size())]
+
+
 def shapley_cell(
     case: Case, method: str, budget: int, reps: int, seed0: int = 0, agents: bool = False
 ) -> ShapleyCell:
     model, _ = model_truth(case)
-    players = getattr(model, "agents", lambda: None)() if agents else None
-    groups = players if players else [[k] for k in range(model.size())]
+    groups = _players(model, agents)
     phi = np.array(shapley_values(model, groups))
     share = phi / phi.sum()
     sq, err, spent, calls = 0.0, 0.0, [], []
@@ -222,8 +227,7 @@ def replicate_values(case: Case, replicates: int, agents: bool = False) -> tuple
     learn those values. The record (every player held) is free only when the scorer is
     deterministic; a noisy judge's score of it is a draw of the replicate like any other run's."""
     model, _ = model_truth(case)
-    players = getattr(model, "agents", lambda: None)() if agents else None
-    game = Game(case, 0, players if players else [[k] for k in range(model.size())])
+    game = Game(case, 0, _players(model, agents))
     n = game.n
     weights = _shapley_weights(n)
     coalitions = [frozenset(j for j in range(n) if mask >> j & 1) for mask in range(2**n)]
