@@ -14,6 +14,11 @@ calls computed now) versus `RunnerStats.stored` (served from the store).
 Token usage is an optional protocol: a policy, environment or scorer may expose `usage`, a mapping of
 cumulative token counts (`input_tokens`, `output_tokens`; the built-in model backends count what the
 server reports); the batch sums them after each trace.
+
+What a policy learns while drawing and reports on (how an OpenAI-compatible server's samples were
+coupled, which its capabilities decide) is another optional protocol: a policy with `use_memo(memo)`
+is handed a `Memo` when it is bound to a store, its own rows beside the rollouts. A rerun served
+from the store asks the server nothing, so without them its report would lose those lines.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "Grant",
     "Limiter",
     "ManagedReplay",
+    "Memo",
     "Runner",
     "RunnerStats",
     "component_config",
@@ -92,6 +98,22 @@ class Limiter(Protocol):
     async def acquire(self) -> None: ...
 
     async def release(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Memo:
+    """A policy's own rows in the store, in the namespace of the rollouts it draws (see the module
+    docstring). A name is written once: the first payload stored under it stays."""
+
+    store: RolloutCache
+    ns: str
+    trace_hash: str
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        return self.store.get(self.ns, event_key("memo", name))
+
+    def put(self, name: str, payload: Mapping[str, Any]) -> None:
+        self.store.put(self.ns, event_key("memo", name), self.trace_hash, "memo", payload)
 
 
 @dataclass
@@ -161,6 +183,9 @@ class Runner:
         }
         trace_hash = replay.trace.content_hash()
         ns = namespace(trace_hash, specs, config, replay.seed, replay.slack)
+        use_memo = getattr(replay.policy, "use_memo", None)
+        if self.store is not None and callable(use_memo):
+            use_memo(Memo(self.store, ns, trace_hash))
         return ManagedReplay(
             replay.trace,
             replay.policy,

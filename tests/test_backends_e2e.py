@@ -24,6 +24,7 @@ from tests.conftest import ROOT
 TRACE = str(ROOT / "traces" / "support-refund.json")
 KEY = "sk-loopback-7f3a9c1e5d2b-SECRET"
 POLICY = "openai:support-refund"
+ANTHROPIC = "anthropic:support-refund"
 
 
 def _server(**kw: Any) -> LoopbackServer:
@@ -129,6 +130,28 @@ def test_blame_over_the_anthropic_wire_format(
     assert any("no coupling" in n for n in report["notes"])
     assert "common random numbers unavailable" in err
     assert KEY not in out + err
+
+
+@pytest.mark.parametrize(
+    ("policy", "coupling"), [(POLICY, "seeded per sample"), (ANTHROPIC, "no coupling")]
+)
+def test_a_rerun_served_from_the_store_says_what_the_first_run_said_of_the_backend(
+    capsys: pytest.CaptureFixture[str], policy: str, coupling: str
+) -> None:
+    """A rerun served entirely from the store dropped the OpenAI policy's line on the server's
+    capabilities and how samples were coupled (it learns them only when it asks the server): the
+    figures agreed and the notes did not. The rerun runs with the server gone, so a request it sent
+    would error a rollout or lose the match rate, and the reports would differ."""
+    args = ["--samples", "4", "--match-samples", "2", "--format", "json", "--store", "s.sqlite"]
+    with _server() as server:
+        url = server.url if policy == POLICY else server.anthropic_url
+        code, first, err = _cli(_blame(policy, url, *args), capsys)
+        assert code == 0, err
+    code, again, err = _cli(_blame(policy, url, *args), capsys)
+    assert code == 0, err
+    first_report, rerun = json.loads(first), json.loads(again)
+    assert any(coupling in n for n in first_report["notes"])
+    assert rerun == first_report
 
 
 def test_errored_rollouts_are_counted_shown_and_exit_3_keeps_the_report(

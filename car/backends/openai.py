@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from car.backends.common import ServerPolicy, api_key, recorded_models, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
@@ -31,6 +31,9 @@ from car.errors import BackendError
 from car.protocols import Decision
 from car.rng import EventKey
 from car.trace import Action, Trace, canonical_json
+
+if TYPE_CHECKING:
+    from car.runner import Memo
 
 __all__ = ["OPENAI_URL", "Capabilities", "OpenAIPolicy", "openai_backend", "probe"]
 
@@ -162,13 +165,25 @@ class OpenAIPolicy(ServerPolicy):
     def started(self, trace: Trace | None) -> None:
         self._recorded = recorded_models(trace)
         self._seen_models: set[str] = set()
-        self._used: dict[str, Capabilities] = {}
+        self._used: dict[str, Capabilities] = {}  # what each model's samples were drawn with
+        self._memo: Memo | None = None
         self._pending: dict[str, list[tuple[int, asyncio.Future[Action]]]] = {}
         self._flushing: set[asyncio.Task[None]] = set()
+
+    def use_memo(self, memo: Memo) -> None:
+        """Take back the capabilities the stored samples were drawn with: a rerun served from the
+        store never asks the server, yet its report says how those samples were coupled."""
+        self._memo = memo
+        for model in {self.model} if self.model else self._recorded:
+            stored = memo.get(model)
+            if stored is not None:
+                self._used[model] = Capabilities(**stored)
 
     async def act(self, decision: Decision, key: EventKey) -> Action:
         model = self.model_for(decision)
         caps = await capabilities(self.http, model)
+        if model not in self._used and self._memo is not None:
+            self._memo.put(model, asdict(caps))
         self._used[model] = caps
         body: dict[str, Any] = {
             "model": model,
