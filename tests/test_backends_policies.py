@@ -17,7 +17,15 @@ from car.backends.anthropic import AnthropicPolicy
 from car.backends.openai import OpenAIPolicy, capabilities
 from car.backends.openai import openai_backend as make_http
 from car.backends.options import BackendOptions, configure
-from car.backends.wire import action_from_openai, openai_messages, openai_tools, tool_schema
+from car.backends.wire import (
+    action_from_anthropic,
+    action_from_openai,
+    anthropic_messages,
+    messages_from_anthropic,
+    openai_messages,
+    openai_tools,
+    tool_schema,
+)
 from car.errors import BackendError, InputError
 from car.importers import load_any
 from car.protocols import Decision
@@ -329,6 +337,45 @@ def test_anthropic_drops_top_p_when_the_pair_is_rejected(monkeypatch: pytest.Mon
     assert "top_p" in bodies[0]  # both were recorded: sent together first
     assert all("top_p" not in b for b in bodies[1:])
     assert len(bodies) == 4
+
+
+# tool_use inputs: an object, and what the API never sends but a compatible server or proxy may. The
+# policy reads each as the importer reads the same block in a recorded conversation.
+_INPUTS = [{"q": 1}, "ls -l", "", '{"q": 1}', "{oops", [1, "a"], 3, True, None]
+
+
+@pytest.mark.parametrize("value", _INPUTS, ids=[json.dumps(v) for v in _INPUTS])
+def test_a_sampled_anthropic_call_reads_as_the_importer_reads_the_recorded_one(
+    tmp_path: Any, value: Any
+) -> None:
+    block = {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": value}
+    (sampled,) = action_from_anthropic([block]).tool_calls
+    record = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": [block]}]}
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    (recorded,) = load_any(tmp_path / "record.json", fmt="anthropic").steps[1].action.tool_calls
+    if isinstance(value, dict):
+        # an object holds no text to keep: the record has none, the policy keeps the JSON it read
+        assert sampled.model_copy(update={"raw_arguments": None}) == recorded
+    else:
+        assert sampled == recorded
+    assert Action(tool_calls=(sampled,)).signature() == Action(tool_calls=(recorded,)).signature()
+    if value in ("ls -l", "{oops", [1, "a"], 3):
+        text = value if isinstance(value, str) else json.dumps(value)
+        assert (sampled.arguments, sampled.raw_arguments) == ({"_unparsed": text}, text)
+
+
+def test_a_call_with_unparsed_arguments_goes_back_to_anthropic_as_an_object() -> None:
+    # The Messages API takes only an object as input: a call whose arguments are not one (a
+    # malformed argument string, a custom tool's free-form text) goes back as the object car keeps
+    # of it, {"_unparsed": <text>}, and reads back to the same arguments.
+    calls = (
+        ToolCall(id="a", name="shell", arguments={"_unparsed": "ls -l"}, raw_arguments="ls -l"),
+        ToolCall(id="b", name="get", arguments={"q": 1}, raw_arguments='{"q": 1}'),
+    )
+    _, sent = anthropic_messages([Message(role="assistant", tool_calls=calls)])
+    assert [b["input"] for b in sent[1]["content"]] == [{"_unparsed": "ls -l"}, {"q": 1}]
+    (back,) = messages_from_anthropic(None, sent)[1:]
+    assert [c.arguments for c in back.tool_calls] == [c.arguments for c in calls]
 
 
 def test_configure_is_scoped() -> None:

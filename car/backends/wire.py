@@ -224,7 +224,13 @@ def messages_from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]
 
 def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
     """(system, messages) for the Messages API: system goes top-level, tool results become
-    `tool_result` blocks in user turns, and consecutive turns of one role are merged."""
+    `tool_result` blocks in user turns, and consecutive turns of one role are merged.
+
+    A call's `input` is its parsed `arguments`, since the API takes only an object. A call whose
+    arguments were not one (a malformed argument string, a custom tool's free-form text) goes back
+    as the object car keeps of it, `{"_unparsed": <text>}`: the model sees the text it wrote, as
+    `openai:` sends the recorded string, and the block reads back to the same arguments. Sending
+    `{}` instead would show a different call."""
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
     out: list[dict[str, Any]] = []
 
@@ -267,17 +273,30 @@ def action_from_anthropic(content: Sequence[Mapping[str, Any]]) -> Action:
     calls: list[ToolCall] = []
     for b in content:
         if b.get("type") == "tool_use":
-            args = b.get("input")
-            args = args if isinstance(args, dict) else {"_raw": args}
+            args, raw = _anthropic_input(b.get("input"))
             calls.append(
                 ToolCall(
                     id=str(b.get("id") or f"toolu_{len(calls)}"),
                     name=str(b.get("name") or "?"),
                     arguments=args,
-                    raw_arguments=json.dumps(args),
+                    raw_arguments=raw,
                 )
             )
     return Action(text="".join(texts), tool_calls=tuple(calls))
+
+
+def _anthropic_input(value: Any) -> tuple[dict[str, Any], str | None]:
+    """A `tool_use` block's `input` as (arguments, raw text). An object is the arguments (its JSON
+    the text). Anything else, which the API never sends but a compatible server or proxy may, is
+    read as the anthropic importer reads it in a record (`car.importers.base.parse_any_arguments`),
+    so the call can match its recorded twin: its text, the string itself or else its JSON, goes
+    through `parse_arguments` (kept under `_unparsed` unless it is a JSON object); none is {}."""
+    if isinstance(value, dict):
+        return value, json.dumps(value)
+    if value is None:
+        return {}, None
+    raw = value if isinstance(value, str) else json.dumps(value)
+    return parse_arguments(raw), raw
 
 
 def messages_from_anthropic(

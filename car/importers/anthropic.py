@@ -2,13 +2,15 @@
 
 `{system?, messages: [{role: user|assistant, content: str | [blocks]}], tools?, model?, ...}`, a bare
 message list, or a JSON array / JSON Lines of such requests. Blocks: `text`; `tool_use {id, name,
-input}` (arguments are an object: there is no raw string to keep); `tool_result {tool_use_id, content,
-is_error}` becomes an observation of the step that made the call; `server_tool_use` / `mcp_tool_use`
-are calls too, answered inside the same turn by `*_tool_result {tool_use_id, content}` blocks (their
-content kept as text, or as JSON when it is not text); `thinking` and `redacted_thinking` blocks are
-kept verbatim in step metadata (a replay cannot send them back: a warning says so); images and
-documents are not imported, nor are block types car does not know (a warning names them). Integer
-ids are read as their decimal strings.
+input}` (an object, with no raw string to keep; an input that is not one, which the API never sends
+but a proxy or a log may hold, is kept by the importers' rule, `parse_any_arguments`: its text, the
+string itself or else its JSON, under `_unparsed` unless it is a JSON object); `tool_result
+{tool_use_id, content, is_error}` becomes an observation of the step that made the call;
+`server_tool_use` / `mcp_tool_use` are calls too, answered inside the same turn by `*_tool_result
+{tool_use_id, content}` blocks (their content kept as text, or as JSON when it is not text);
+`thinking` and `redacted_thinking` blocks are kept verbatim in step metadata (a replay cannot send
+them back: a warning says so); images and documents are not imported, nor are block types car does
+not know (a warning names them). Integer ids are read as their decimal strings.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from car.importers.base import At, Builder, Document, sampling_from, text_of
+from car.importers.base import At, Builder, Document, parse_any_arguments, sampling_from, text_of
 from car.importers.thinking import not_replayed, thinking_metadata
 from car.trace import ToolCall, Trace
 
@@ -159,9 +161,8 @@ class AnthropicMessages:
                 if not name:
                     (at / j / "name").fail("a non-empty tool name", name)
                 call_id = (at / j / "id").call_id(blk.get("id"), "the tool_use id")
-                args = blk.get("input", {})
-                args = (at / j / "input").obj(args, "the tool input as an object")
-                calls.append(ToolCall(id=call_id, name=name, arguments=args))
+                args, raw = parse_any_arguments(blk.get("input"), at / j / "input")
+                calls.append(ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw))
             elif kind in ("thinking", "redacted_thinking"):
                 thinking.append(blk)
                 seen.append((at / j, kind == "redacted_thinking"))

@@ -39,6 +39,7 @@ __all__ = [
     "Builder",
     "Document",
     "Importer",
+    "parse_any_arguments",
     "parse_arguments",
     "read_document",
     "sampling_from",
@@ -219,6 +220,15 @@ def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
             return parsed, value
         return {"_unparsed": value}, value
     at.fail("tool-call arguments as a JSON object or a JSON string", value)
+
+
+def parse_any_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
+    """`parse_arguments` for formats whose arguments are a JSON value, not a string (Anthropic's
+    `input`, the GenAI conventions' `arguments`): any other value (a list, a number) is kept by the
+    same rule as its JSON text, under `_unparsed`, and that text is the recorded string."""
+    if not (isinstance(value, dict | str) or value is None):
+        value = json.dumps(value)
+    return parse_arguments(value, at)
 
 
 def text_of(value: Any, at: At) -> str:

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from car.importers.base import At, Builder, parse_arguments
+from car.importers.base import At, Builder, parse_any_arguments
 from car.importers.openai_chat import custom_call
 from car.importers.otlp import Span
 from car.importers.thinking import chat_reasoning, chat_reasoning_sealed
@@ -157,17 +157,13 @@ def make_call(
         name_at.fail(what, name)
     if not name:
         name_at.fail(f"a non-empty {what.removeprefix('the ')}", name)
-    arguments, raw = parse_arguments(_keep_string(args), at)
+    arguments, raw = parse_any_arguments(args, at)
     return ToolCall(
         id=id_ if id_ is not None else fallback_id,
         name=name,
         arguments=arguments,
         raw_arguments=raw,
     )
-
-
-def _keep_string(args: Any) -> Any:
-    return args if isinstance(args, dict | str) or args is None else json.dumps(args)
 
 
 def opt_id(value: Any, at: At, what: str = "a tool-call id") -> str | None:
