@@ -250,7 +250,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
             here = at / "tool_calls" / j
             fn_raw = tc.get("function")
             if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
-                name_at, _, name, args = custom_call(tc, here)  # free-form input, as openai-chat
+                name_at, _, name, args = custom_call(tc, here, b)  # free-form input, as openai-chat
             else:
                 fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
                 name_at = (here / "function" if fn is fn_raw else here) / "name"

@@ -6,7 +6,8 @@ JSON Lines file of such objects (one run each). `assistant.tool_calls[] = {id, t
 function: {name, arguments: <JSON string>}}` become tool calls (the exact argument string is kept);
 OpenAI's custom (free-form) tool calls, `{id, type: "custom", custom: {name, input: <text>}}`, keep
 the input text exactly as `raw_arguments` (the parsed `arguments` follow the shared rule: a JSON
-object, else `{"_unparsed": <text>}`).
+object, else `{"_unparsed": <text>}`); a custom call without input is read as empty input, with a
+warning (`tool-input-missing`).
 `{role: "tool", tool_call_id, content}` messages become observations of the step that made the call.
 Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
 user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
@@ -31,7 +32,7 @@ from car.importers.thinking import (
 )
 from car.trace import Sampling, ToolCall, Trace
 
-__all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call", "custom_call"]
+__all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call", "custom_call", "custom_input"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -45,13 +46,13 @@ def _looks_like_messages(value: Any) -> bool:
     )
 
 
-def chat_tool_call(value: Any, at: At) -> ToolCall:
+def chat_tool_call(value: Any, at: At, b: Builder) -> ToolCall:
     """One `tool_calls[]` entry; also accepts the flat `{id, name, arguments}` form (tau2) and a
     custom tool's call `{id, type: "custom", custom: {name, input}}` (`custom_call`)."""
     call = at.obj(value, "a tool call {id, type, function: {name, arguments}}")
     fn = call.get("function")
     if fn is None and (call.get("type") == "custom" or "custom" in call):
-        name_at, args_at, name, args = custom_call(call, at)
+        name_at, args_at, name, args = custom_call(call, at, b)
     elif fn is not None:
         fn = (at / "function").obj(fn, "{name, arguments}")
         name_at, args_at, name, args = (
@@ -78,17 +79,31 @@ def chat_tool_call(value: Any, at: At) -> ToolCall:
     return ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw)
 
 
-def custom_call(call: dict[str, Any], at: At) -> tuple[At, At, Any, str | None]:
+def custom_call(call: dict[str, Any], at: At, b: Builder) -> tuple[At, At, Any, str | None]:
     """Where a custom tool's call at `at` names its tool and holds its input, then the name and the
     input. OpenAI's custom tools take free-form text (`custom.input`, plain or matching a grammar),
     not JSON arguments: the text is kept exactly as the call's `raw_arguments` and read as
-    openai-responses reads a `custom_tool_call` (`parse_arguments`)."""
+    openai-responses reads a `custom_tool_call` (`parse_arguments`; no input: `custom_input`)."""
     custom = (at / "custom").obj(call.get("custom"), "a custom tool call {name, input}")
     input_at = at / "custom" / "input"
-    text = custom.get("input")
+    text = custom_input(custom, at / "custom", b)
     if text is not None:
         text = input_at.string(text, "the custom tool's free-form input (a string)")
     return at / "custom" / "name", input_at, custom.get("name"), text
+
+
+def custom_input(call: dict[str, Any], at: At, b: Builder) -> Any:
+    """The `input` of the custom tool call `call` (at `at`). A call that records none is read as
+    empty input, as a function call without `arguments` is read as no arguments; but the API always
+    sends a custom call's input (empty text is text), so a warning names the first such call."""
+    value = call.get("input")
+    if value is None:
+        b.warn(
+            "tool-input-missing",
+            "a custom tool call records no input ('input' is missing or null); it is imported as "
+            f"empty input, as a function call without arguments is (first at {at.where()})",
+        )
+    return value
 
 
 def add_chat_messages(
@@ -127,7 +142,7 @@ def add_chat_messages(
         calls: list[ToolCall] = []
         if calls_raw is not None and role in ("user", "assistant"):
             calls = [
-                chat_tool_call(c, here / "tool_calls" / j)
+                chat_tool_call(c, here / "tool_calls" / j, b)
                 for j, c in enumerate((here / "tool_calls").arr(calls_raw))
             ]
         if role == "user":
@@ -149,7 +164,7 @@ def add_chat_messages(
                 # The legacy API has no call ids: the next "function" message answers this call.
                 last_legacy = f"fc_{i}"
                 calls.append(
-                    chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call")
+                    chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call", b)
                 )
             meta, refusal = _thinking(msg, here, seen), msg.get("refusal")
             if isinstance(refusal, str) and refusal:

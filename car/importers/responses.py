@@ -4,10 +4,11 @@ A list of input/output items, or an object holding them: `{instructions?, input:
 output?: [items], tools?, model?, ...}` (a request, a stored response, or both merged). Items:
 messages (`{type: "message"?, role, content: str | [{type: input_text|output_text, text}]}`),
 `function_call {call_id, name, arguments: <JSON string>}` (consecutive calls form one parallel step
-with the assistant text before them), `function_call_output {call_id, output}` (an observation of the
-step that made the call), `reasoning` (kept verbatim in the metadata of the step it precedes, with
-its encrypted_content: a replay cannot send it back, and a warning says so) and `compaction` (warned
-about).
+with the assistant text before them), `custom_tool_call {call_id, name, input: <text>}` (a custom
+tool's free-form input, read as openai-chat reads it: none is empty input, with a warning),
+`function_call_output {call_id, output}` (an observation of the step that made the call),
+`reasoning` (kept verbatim in the metadata of the step it precedes, with its encrypted_content: a
+replay cannot send it back, and a warning says so) and `compaction` (warned about).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
+from car.importers.openai_chat import custom_input
 from car.importers.thinking import not_replayed, thinking_metadata
 from car.trace import ToolCall, Trace
 
@@ -160,8 +162,11 @@ class OpenAIResponses:
                         (here / "name").fail("a non-empty function name", name)
                     call_id = item.get("call_id", item.get("id"))
                     call_id = (here / "call_id").call_id(call_id, "the call_id")
-                    key = "arguments" if kind == "function_call" else "input"
-                    args, raw_args = parse_arguments(item.get(key), here / key)
+                    if kind == "function_call":
+                        key, value = "arguments", item.get("arguments")
+                    else:
+                        key, value = "input", custom_input(item, here, b)
+                    args, raw_args = parse_arguments(value, here / key)
                     current()["calls"].append(
                         ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw_args)
                     )

@@ -1209,6 +1209,48 @@ def test_otel_openai_style_custom_tool_calls_are_read(tmp_path: Path) -> None:
     )
 
 
+def _custom_calls_without_input(fmt: str) -> tuple[Any, str]:
+    """A run in `fmt` with a custom call that records no input (c1), one whose input is empty
+    (c2) and a function call without arguments (c3), and where c1 sits."""
+    user = {"role": "user", "content": "go"}
+    if fmt == "openai-responses":
+        items = [
+            user,
+            {"type": "custom_tool_call", "call_id": "c1", "name": "shell"},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "shell", "input": ""},
+            {"type": "function_call", "call_id": "c3", "name": "lookup"},
+        ]
+        return {"input": items}, "$.input[1]"
+    calls = [
+        {"id": "c1", "type": "custom", "custom": {"name": "shell"}},
+        {"id": "c2", "type": "custom", "custom": {"name": "shell", "input": ""}},
+        {"id": "c3", "type": "function", "function": {"name": "lookup"}},
+    ]
+    output = {"role": "assistant", "content": None, "tool_calls": calls}
+    if fmt == "openai-chat":
+        return {"messages": [user, output]}, "$.messages[1].tool_calls[0].custom"
+    return _otlp(_chat(1, [user], output)), f"{_SPAN0}[3].value.stringValue[0].tool_calls[0].custom"
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "otel", "openai-responses"])
+def test_a_custom_call_without_input_is_read_as_empty_input_and_warned(tmp_path: Path, fmt: str) -> None:
+    # A function call without arguments is read as no arguments; a custom call without input is
+    # read alike, but the API always sends a custom call's input (empty text is text), so its
+    # absence is a gap in the record, and a warning names the first such call.
+    data, place = _custom_calls_without_input(fmt)
+    t = load_any(_write(tmp_path, "run.json", data), fmt=fmt)
+    calls = next(s for s in t.steps if s.action.tool_calls).action.tool_calls
+    assert [(c.id, c.arguments, c.raw_arguments) for c in calls] == [
+        ("c1", {}, None),
+        ("c2", {}, ""),
+        ("c3", {}, None),
+    ]
+    assert _warning(t, "tool-input-missing") == (
+        "a custom tool call records no input ('input' is missing or null); it is imported as "
+        f"empty input, as a function call without arguments is (first at {place})"
+    )
+
+
 def _openinference(sid: int, attrs: dict[str, str]) -> dict[str, Any]:
     """An OpenInference LLM span with these string attributes after its kind (attribute 0)."""
     span = _span(sid, sid, {"gen_ai.operation.name": "chat", **attrs})
