@@ -4,14 +4,15 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (the parts model, as JSON strings or structured values); the older per-message span events
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
-`llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`. A
-message's `reasoning` parts (an OpenInference `message.contents.M` part of type `reasoning` too, as
-its flattened `message_content.*` fields, and an OpenAI-style message's reasoning fields,
-`reasoning_content` and the like: `car.importers.thinking.chat_reasoning`) are not text: they stay
-beside it, verbatim, with where they sit. A tool result given inside an assistant message (a server
-or built-in tool the provider ran) follows that message. Parts car cannot import are named in a
-warning (`Unimported`), never dropped without a word; a tool call without a name is refused
-(`make_call`).
+`llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`, and
+content parts `message.contents.M.*` (a `tool_use` part is a tool call, once, though emitters repeat
+it in `message.tool_calls`). A message's `reasoning` parts (an OpenInference `message.contents.M`
+part of type `reasoning` too, as its flattened `message_content.*` fields, and an OpenAI-style
+message's reasoning fields, `reasoning_content` and the like: `car.importers.thinking.chat_reasoning`)
+are not text: they stay beside it, verbatim, with where they sit. A tool result given inside an
+assistant message (a server or built-in tool the provider ran) follows that message. Parts car
+cannot import (images, audio, types car does not know) are named in a warning (`Unimported`), never
+dropped without a word; a tool call without a name is refused (`make_call`).
 """
 
 from __future__ import annotations
@@ -95,13 +96,14 @@ class Unimported:
 
 # The conventions' reasoning part is {"type": "reasoning", "content"}; pydantic-ai writes "thinking".
 _REASONING = ("reasoning", "thinking")
-# Images, audio and files: the conventions' blob / uri / file parts, pydantic-ai's media parts, and
-# OpenAI-style content parts.
+# Images, audio and files: the conventions' blob / uri / file parts, pydantic-ai's media parts,
+# OpenAI-style content parts, and OpenInference's image and audio contents.
 _ATTACHMENTS = (
     "blob",
     "uri",
     "file",
     "image",
+    "audio",
     "image-url",
     "audio-url",
     "video-url",
@@ -301,7 +303,11 @@ def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def _openinference_messages(span: Span, prefix: str) -> list[Msg]:
+def _openinference_messages(span: Span, prefix: str, b: Builder, unimported: Unimported) -> list[Msg]:
+    """Messages flattened as `{prefix}.N.message.*`. Of a message's content parts
+    (`message.contents.M.*`), text is its text (unless `message.content` gives it whole), reasoning
+    stays beside it, a tool_use part (its call under `tool_call.*`) is a tool call, and images,
+    audio and parts of types car does not know are said in a warning, never dropped silently."""
     out: list[Msg] = []
     for i, fields in _indexed(span.attrs, prefix).items():
         key = f"{prefix}.{i}"
@@ -309,20 +315,55 @@ def _openinference_messages(span: Span, prefix: str) -> list[Msg]:
         answers = attr_id(span, f"{key}.message.tool_call_id", fields.get("message.tool_call_id"))
         msg = Msg(role=role, call_id=answers)
         texts: list[str] = []
+        part_calls: list[tuple[bool, ToolCall]] = []  # the tool_use parts': was an id recorded
         for j, part in _indexed(fields, "message.contents").items():
-            if part.get("message_content.type") == "reasoning":
+            at = f"{key}.message.contents.{j}"
+            kind = part.get("message_content.type")
+            if kind == "reasoning":
                 # kept as recorded (its flattened message_content.* fields), named where its type is
-                place = span.place(f"{key}.message.contents.{j}.message_content.type")
-                msg.reasoning.append((place, part))
+                msg.reasoning.append((span.place(f"{at}.message_content.type"), part))
+            elif kind == "tool_use":
+                call = _flat_call(span, part, at, _OI_CALL, f"call_{i}_contents_{j}")
+                part_calls.append((part.get(_OI_CALL[0]) not in (None, ""), call))
             elif part.get(_OI_TEXT) is not None:
                 texts.append(as_text(part[_OI_TEXT]))
+            elif kind in _ATTACHMENTS or any(k.startswith(_OI_MEDIA) for k in part):
+                b.warn("attachments-unresolved", "images or files in messages were not imported")
+            elif kind != "text":
+                named = "message_content.type" if "message_content.type" in part else next(iter(part))
+                unimported.part(kind, span.place(f"{at}.{named}"))
         # a message may give its text whole, beside contents that hold its reasoning
         text = fields.get("message.content")
         msg.text = as_text(text) if text is not None else "\n".join(texts)
         name = fields.get("message.name")
         msg.name = name if isinstance(name, str) else None
         msg.calls = _flat_calls(span, fields, key, "message.tool_calls", _OI_CALL, i)
+        msg.calls += _not_listed(part_calls, msg.calls)
         out.append(msg)
+    return out
+
+
+def _not_listed(part_calls: list[tuple[bool, ToolCall]], listed: list[ToolCall]) -> list[ToolCall]:
+    """The calls of a message's tool_use parts that its `message.tool_calls` lack. Emitters write
+    a call in both (the part keeps its place among the contents): a part's call is the listed call
+    of the same name and arguments (and id, when the part records one), each listed call matched
+    once; the rest are calls of their own."""
+    left = list(listed)
+    out: list[ToolCall] = []
+    for has_id, call in part_calls:
+        twin = next(
+            (
+                c
+                for c in left
+                if (c.name, c.arguments) == (call.name, call.arguments)
+                and (not has_id or c.id == call.id)
+            ),
+            None,
+        )
+        if twin is None:
+            out.append(call)
+        else:
+            left.remove(twin)
     return out
 
 
@@ -331,6 +372,8 @@ def _openinference_messages(span: Span, prefix: str) -> list[Msg]:
 # message_content.text, and what must go back unchanged in signature, data (redacted_thinking) or
 # encrypted_content (OpenAI's).
 _OI_TEXT = "message_content.text"
+# An image or audio part's own fields (message_content.image.image.url, ...), with or without a type
+_OI_MEDIA = ("message_content.image", "message_content.audio")
 _OI_SEALED = ("message_content.data", "message_content.encrypted_content")
 
 
@@ -369,26 +412,31 @@ def _flat_calls(
     """The tool calls of message i, flattened as `{key}.{group}.J.<id|name|arguments>` attributes
     (`names` spell those three); an id or a name is refused at its own attribute, a missing name at
     the span's attributes."""
+    return [
+        _flat_call(span, tc, f"{key}.{group}.{j}", names, f"call_{i}_{j}")
+        for j, tc in _indexed(fields, group).items()
+    ]
+
+
+def _flat_call(
+    span: Span, tc: dict[str, Any], call: str, names: tuple[str, str, str], fallback_id: str
+) -> ToolCall:
+    """The call whose `names` (id, name, arguments) are attributes `{call}.<name>`, given in `tc`."""
     id_name, fn_name, args_name = names
-    calls: list[ToolCall] = []
-    for j, tc in _indexed(fields, group).items():
-        call = f"{key}.{group}.{j}"
-        name_key = f"{call}.{fn_name}"
-        if fn_name not in tc:
-            span.place(name_key).fail(
-                f"the tool name in {name_key}", detail="the call has no such attribute"
-            )
-        c = make_call(
-            attr_id(span, f"{call}.{id_name}", tc.get(id_name)),
-            tc[fn_name],
-            tc.get(args_name),
-            span.place(f"{call}.{args_name}"),
-            f"call_{i}_{j}",
-            name_at=span.place(name_key),
-            what=f"the tool name in {name_key}",
+    name_key = f"{call}.{fn_name}"
+    if fn_name not in tc:
+        span.place(name_key).fail(
+            f"the tool name in {name_key}", detail="the call has no such attribute"
         )
-        calls.append(c)
-    return calls
+    return make_call(
+        attr_id(span, f"{call}.{id_name}", tc.get(id_name)),
+        tc[fn_name],
+        tc.get(args_name),
+        span.place(f"{call}.{args_name}"),
+        fallback_id,
+        name_at=span.place(name_key),
+        what=f"the tool name in {name_key}",
+    )
 
 
 _EVENT_ROLES = {
@@ -472,9 +520,9 @@ def span_messages(s: Span, b: Builder, unimported: Unimported) -> tuple[list[Msg
     if not outputs:
         outputs = _flat_genai(s, "gen_ai.completion")
     if not inputs:
-        inputs = _openinference_messages(s, "llm.input_messages")
+        inputs = _openinference_messages(s, "llm.input_messages", b, unimported)
     if not outputs:
-        outputs = _openinference_messages(s, "llm.output_messages")
+        outputs = _openinference_messages(s, "llm.output_messages", b, unimported)
     return inputs, [m for m in outputs if m.role in ("assistant", "model", "") or m.in_turn] or outputs
 
 

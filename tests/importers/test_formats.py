@@ -1310,3 +1310,61 @@ def test_openinference_reasoning_contents_are_kept_as_thinking_not_text(tmp_path
     assert f"(first at {_SPAN0}[4].value.stringValue)" in warning
     assert "recorded inputs" not in warning
     assert parse_trace(json.loads(t.to_json())) == t
+
+
+def test_openinference_media_tool_use_and_unknown_contents_are_kept_or_named(tmp_path: Path) -> None:
+    # OpenInference flattens content parts as message.contents.M.message_content.*: an image or
+    # audio part cannot be imported (said, as for the GenAI parts model); a tool_use part (with its
+    # call under message.contents.M.tool_call.*) is a tool call, which emitters usually repeat in
+    # message.tool_calls: kept once; a part of a type car does not know is named where it sits.
+    inp, out = "llm.input_messages", "llm.output_messages.0.message"
+    attrs = {
+        f"{inp}.0.message.role": "user",
+        f"{inp}.0.message.contents.0.message_content.type": "text",
+        f"{inp}.0.message.contents.0.message_content.text": "What is on the label?",
+        f"{inp}.0.message.contents.1.message_content.type": "image",
+        f"{inp}.0.message.contents.1.message_content.image.image.url": "data:image/png;base64,iVBO",
+        f"{inp}.0.message.contents.2.message_content.type": "audio",
+        f"{inp}.0.message.contents.2.message_content.audio.audio.url": "https://example.org/a.mp3",
+        f"{inp}.0.message.contents.3.message_content.type": "future_part",
+        f"{inp}.1.message.role": "assistant",
+        f"{inp}.1.message.contents.0.message_content.type": "text",
+        f"{inp}.1.message.contents.0.message_content.text": "Looking.",
+        f"{inp}.1.message.contents.1.message_content.type": "tool_use",
+        f"{inp}.1.message.contents.1.tool_call.id": "call_1",
+        f"{inp}.1.message.contents.1.tool_call.function.name": "ocr",
+        f"{inp}.1.message.contents.1.tool_call.function.arguments": '{"image": 0}',
+        f"{inp}.1.message.tool_calls.0.tool_call.id": "call_1",
+        f"{inp}.1.message.tool_calls.0.tool_call.function.name": "ocr",
+        f"{inp}.1.message.tool_calls.0.tool_call.function.arguments": '{"image": 0}',
+        f"{inp}.2.message.role": "tool",
+        f"{inp}.2.message.tool_call_id": "call_1",
+        f"{inp}.2.message.content": "ACME 7",
+        f"{out}.role": "assistant",
+        f"{out}.contents.0.message_content.type": "tool_use",
+        f"{out}.contents.0.tool_call.id": "call_2",
+        f"{out}.contents.0.tool_call.function.name": "lookup",
+        f"{out}.contents.0.tool_call.function.arguments": '{"q": "ACME 7"}',
+    }
+    t = load_any(_write(tmp_path, "oi.json", _otlp(_openinference(1, attrs))))
+    (step,) = t.steps
+    assert [(c.id, c.name, c.arguments) for c in step.action.tool_calls] == [
+        ("call_2", "lookup", {"q": "ACME 7"})
+    ]
+    context = step.context
+    assert isinstance(context, tuple)
+    assert [(m.role, m.content) for m in context] == [
+        ("user", "What is on the label?"),
+        ("assistant", "Looking."),
+        ("tool", "ACME 7"),
+    ]
+    assert [(c.id, c.name, c.arguments) for c in context[1].tool_calls] == [
+        ("call_1", "ocr", {"image": 0})
+    ]
+    assert {"attachments-unresolved", "items-skipped"} <= codes(t)
+    assert _warning(t, "attachments-unresolved") == "images or files in messages were not imported"
+    where = list(attrs).index(f"{inp}.0.message.contents.3.message_content.type") + 1
+    assert _warning(t, "items-skipped") == (
+        "message parts car does not import were left out: 'future_part' (first at "
+        f"{_SPAN0}[{where}].value.stringValue)"
+    )
