@@ -18,7 +18,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from car.errors import BackendError, CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
@@ -284,8 +284,12 @@ class BudgetGuard:
     returns what it did not use) and is skipped only when nothing running could free room. Work an
     estimate leaves out (an automatic Shapley run) is granted while the trace runs, as much of it as
     the caps leave once the trace's reservation is settled at what it has spent so far. Reservations
-    are keyed by the trace's place in the batch.
+    are keyed by the trace's place in the batch. `admit` decides whether a trace starts, waits or is
+    skipped; `acquire` waits on it in this process, the Ray executor's driver asks it again (in the
+    guard's actor) each time a trace settles.
     """
+
+    WAIT: ClassVar[str] = "wait"  # what `admit` says of a trace that does not fit yet
 
     max_rollouts: int | None = None
     max_policy_calls: int | None = None
@@ -296,12 +300,20 @@ class BudgetGuard:
 
     async def acquire(self, key: int, est: WorkEstimate | None) -> str | None:
         """Reserve the trace's estimate once it fits; or the reason it cannot (nothing reserved)."""
-        while True:
-            reason = self.reserve(key, est)
-            if reason is None or not self.held:
-                return reason
-            settled = self._settled
-            await settled.wait()
+        while (verdict := self.admit(key, est)) == self.WAIT:
+            await self._settled.wait()
+        return verdict
+
+    def admit(self, key: int, est: WorkEstimate | None) -> str | None:
+        """Reserve the trace's estimate if it fits (None). If it does not, nothing is reserved:
+        `WAIT` while other traces hold reservations (settling them may free room), else the reason to
+        skip it."""
+        reason = self.reserve(key, est)
+        return self.WAIT if reason is not None and self.held else reason
+
+    def admit_each(self, waiting: Sequence[tuple[int, WorkEstimate | None]]) -> list[str | None]:
+        """`admit` for each waiting trace, in order: one call to the Ray executor's guard actor."""
+        return [self.admit(key, est) for key, est in waiting]
 
     def reserve(self, key: int, est: WorkEstimate | None) -> str | None:
         """Reserve the trace's estimate now; or the reason it does not fit (nothing reserved)."""

@@ -689,6 +689,24 @@ def test_a_grant_counts_what_the_trace_spent_and_what_others_hold() -> None:
     assert guard.grant(0, 1000, 3000, spent_rollouts=60, spent_calls=1100) == (40, 0)
 
 
+def test_a_trace_that_does_not_fit_waits_while_others_hold_room_and_is_skipped_when_none_do() -> None:
+    """What both executors decide for a trace (the local one waits on it, Ray's driver asks again
+    after each settled trace): start it, let it wait, or skip it with the reason."""
+    from car.batch import BudgetGuard, WorkEstimate
+
+    wait = BudgetGuard.WAIT
+    guard = BudgetGuard(max_rollouts=100)
+    big, small = WorkEstimate(1, 60, 0, 0), WorkEstimate(1, 40, 0, 0)
+    assert guard.admit_each([(0, big), (1, big), (2, small)]) == [None, wait, None]
+    guard.release(0, 30, 0)  # 30 used + 40 held by trace 2: trace 1's 60 do not fit yet
+    assert guard.admit(1, big) == wait
+    guard.release(2, 10, 0)
+    assert guard.admit_each([(1, big), (3, big)]) == [None, wait]  # 40 used + 60 held
+    guard.release(1, 60, 0)  # nothing runs any more: trace 3 never fits
+    assert guard.admit(3, big) == "skipped: needs 60 rollouts, 0 left of --max-rollouts 100"
+    assert guard.held == {} and guard.rollouts == 100
+
+
 def test_max_policy_calls_caps_an_automatic_shapley_run() -> None:
     from car.batch import plan_batch
 

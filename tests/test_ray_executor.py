@@ -105,3 +105,23 @@ def test_ray_grants_an_automatic_shapley_run_what_the_cap_leaves(local_ray: None
     assert report is not None and report.shapley is not None
     assert report.budget.rollouts <= cap
     assert f"Shapley budget cut: --max-rollouts left {left} of its 1000 rollouts" in report.notes
+
+
+@pytest.mark.slow
+def test_ray_keeps_a_trace_that_does_not_fit_waiting_as_the_local_executor_does(
+    local_ray: None,
+) -> None:
+    """Three traces of 97 estimated rollouts under a cap of 193: the second fits once the first has
+    settled at the 79 it used, the third never does. Under Ray the second and third were skipped at
+    once: the driver reserved each trace in turn and kept none waiting for room."""
+    from car.executors.ray import run_ray
+
+    opts = BatchOptions(samples=32, match_samples=0, method="contrastive")
+    paths = [TRACES / "and.json", TRACES / "pivot.json", TRACES / "or.json"]
+    local = blame_many(paths, options=opts, max_rollouts=193)
+    planned = plan_batch(paths, opts)
+    results = run_ray(options=opts, store=None, concurrency=2, planned=planned, max_rollouts=193)
+    outcome = [(r.trace_id, r.status, r.error) for r in results]
+    assert outcome == [(r.trace_id, r.status, r.error) for r in local]
+    assert [status for _, status, _ in outcome] == ["ok", "ok", "budget"]
+    assert outcome[2][2] == "skipped: needs 97 rollouts, 60 left of --max-rollouts 193"

@@ -2,6 +2,9 @@
 
 - One actor holds the concurrency limit, so rollouts in flight stay under `--concurrency` across every
   worker and machine, exactly as the local executor's semaphore does in one process.
+- Another holds the run's budget (`car.batch.BudgetGuard`). A trace whose estimate does not fit waits
+  in the driver, asked again each time a running trace settles, and is skipped only when nothing
+  running could free room, as under the local executor.
 - The store has one writer, this driver. A task receives the stored rows of its trace (so it resumes
   what is already done), runs with an in-memory store, and ships back the rows it added; the driver
   writes them to SQLite as each task finishes. Randomness is keyed by event, so the reports are
@@ -139,7 +142,7 @@ def run_ray(
         slots = ray.remote(_Slots).options(max_concurrency=100_000).remote(concurrency)
         task = ray.remote(_attribute_task)
         results: list[TraceResult | None] = [None] * len(planned)
-        refs: dict[Any, int] = {}
+        refs: dict[Any, int] = {}  # the running traces' tasks
         guard = ray.remote(BudgetGuard).remote(max_rollouts, max_policy_calls)
         backend = current()  # the driver's --base-url and friends, for every worker
 
@@ -147,26 +150,32 @@ def run_ray(
             results[i] = result
             deliver(result, store, progress, on_result)
 
+        def admit(waiting: list[int]) -> list[int]:
+            """Start the waiting traces that fit, in order, and skip those that nothing running could
+            make fit (`BudgetGuard.admit`, on which the local executor waits); the rest wait on."""
+            verdicts = ray.get(guard.admit_each.remote([(i, planned[i].estimate) for i in waiting]))
+            for i, verdict in zip(waiting, verdicts, strict=True):
+                item = planned[i]
+                assert item.trace is not None
+                if verdict is None:
+                    need = item.estimate.rollouts if item.estimate is not None else 0
+                    hash_ = item.trace.content_hash()
+                    rows = store.rows_for(hash_) if isinstance(store, RolloutStore) else {}
+                    if progress is not None:
+                        progress.trace_started(item.path, need)
+                    mine = (item.path, item.trace, options, rows)
+                    refs[task.remote(*mine, slots, concurrency, backend, guard, i)] = i
+                elif verdict != BudgetGuard.WAIT:
+                    finish(i, TraceResult(item.path, item.trace.id, "budget", error=verdict))
+            return [i for i, v in zip(waiting, verdicts, strict=True) if v == BudgetGuard.WAIT]
+
         for i, item in enumerate(planned):
             if item.trace is None:
                 finish(i, TraceResult(item.path, None, "input-error", error=item.error))
-                continue
-            skip = ray.get(guard.reserve.remote(i, item.estimate))
-            if skip is not None:
-                finish(i, TraceResult(item.path, item.trace.id, "budget", error=skip))
-                continue
-            need = item.estimate.rollouts if item.estimate is not None else 0
-            rows = store.rows_for(item.trace.content_hash()) if isinstance(store, RolloutStore) else {}
-            if progress is not None:
-                progress.trace_started(item.path, need)
-            refs[
-                task.remote(item.path, item.trace, options, rows, slots, concurrency, backend, guard, i)
-            ] = i
-
-        pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            i = refs[done[0]]
+        waiting = admit([i for i, item in enumerate(planned) if item.trace is not None])
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            i = refs.pop(done[0])
             try:
                 result, added = ray.get(done[0])
             except Exception as exc:  # a worker or node died: this trace fails, the batch goes on
@@ -187,9 +196,11 @@ def run_ray(
             ray.get(guard.settle.remote(i, result))
             finish(i, result)
             if fail_fast and result.status != "ok":
-                for ref in pending:
+                for ref in refs:
                     ray.cancel(ref)
                 break
+            if waiting:
+                waiting = admit(waiting)  # what it settled may make room
         return [r for r in results if r is not None]
     finally:
         if started:
