@@ -235,6 +235,14 @@ def blame(
     max_tokens: Annotated[
         int | None, typer.Option(help="Send this max_tokens (default: recorded).")
     ] = None,
+    thinking: Annotated[
+        str | None,
+        typer.Option(
+            help="anthropic: thinking as off, adaptive or a token budget (default: as recorded; "
+            "a trace that shows thinking but not its settings gets a budget of 4096).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Rank the steps of failed runs by how much re-deciding them avoids the failure.
 

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from car.backends.options import base_url_problem
+from car.backends.options import base_url_problem, thinking_config
 from car.errors import InputError
 
 __all__ = ["BACKEND_KEYS", "ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
@@ -57,6 +57,19 @@ class Settings(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, gt=0)
+    thinking: str | None = None
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _check_thinking(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # `thinking = 8000` in TOML
+        if isinstance(value, str):
+            try:
+                thinking_config(value)
+            except ValueError as exc:
+                raise PydanticCustomError("thinking", str(exc)) from None
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -79,6 +92,7 @@ BACKEND_KEYS = (
     "temperature",
     "top_p",
     "max_tokens",
+    "thinking",
 )
 
 

@@ -100,7 +100,12 @@ def render_messages(
     for turn in history:
         if turn.actor == actor.id:
             out.append(
-                Message(role="assistant", content=turn.action.text, tool_calls=turn.action.tool_calls)
+                Message(
+                    role="assistant",
+                    content=turn.action.text,
+                    tool_calls=turn.action.tool_calls,
+                    reasoning=turn.action.reasoning,
+                )
             )
             out.extend(
                 Message(role="tool", content=o.content, tool_call_id=o.call_id)

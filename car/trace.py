@@ -79,10 +79,18 @@ class ToolCall(_Model):
 
 
 class Action(_Model):
-    """What an actor did at a step: free text and zero or more tool calls."""
+    """What an actor did at a step: free text and zero or more tool calls.
+
+    `reasoning` keeps the model's reasoning blocks exactly as its API returned them (Anthropic
+    `thinking` and `redacted_thinking` blocks, OpenAI Responses `reasoning` items, ...): signed or
+    encrypted, they are valid only unchanged. They are never part of the signature (two draws that
+    call the same tool with the same arguments are the same action however they reasoned); a backend
+    that can sends them back in later inputs, as the recording agent did.
+    """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[dict[str, Any], ...] = ()
 
     def signature(self) -> str:
         """Tool names plus canonical arguments when there are calls, else the normalised text."""
@@ -121,6 +129,7 @@ class Message(_Model):
     name: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    reasoning: tuple[dict[str, Any], ...] = ()  # an assistant message's reasoning blocks (Action's)
 
 
 class Sampling(_Model):
@@ -131,6 +140,9 @@ class Sampling(_Model):
     top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
     seed: StrictInt | None = None
     max_tokens: StrictInt | None = Field(default=None, gt=0)
+    # The request's thinking settings as recorded (Anthropic `thinking`: {"type": "enabled",
+    # "budget_tokens": N} or {"type": "adaptive"}); only a backend that understands them sends them.
+    thinking: dict[str, Any] | None = None
 
 
 class Actor(_Model):

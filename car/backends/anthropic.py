@@ -8,6 +8,14 @@ The API has no `seed` and no `n`: every sample is an independent request, and ar
 (common random numbers are unavailable; the report says so). Temperature and top_p are never sent
 together unless both were recorded (or both set by the user); if the model then rejects the pair, top_p
 is dropped with a notice.
+
+Thinking: a model that thought while recording thinks while replaying. The `thinking` settings are
+sent as recorded (`Sampling.thinking`), else as `--thinking` says (off, adaptive or a budget), else,
+for an actor whose recorded turns carry thinking blocks but whose settings were not recorded, with a
+budget of 4096 tokens (the report says so). Earlier turns' thinking blocks go back verbatim with their
+turns (the API requires those of a tool-use loop, signed and unchanged), and a drawn action keeps its
+own. With thinking on, `max_tokens` is raised above the budget where needed, and a temperature other
+than 1 or a top_p below 0.95, which the API refuses then, is not sent.
 """
 
 from __future__ import annotations
@@ -16,8 +24,13 @@ from typing import Any
 
 from car.backends.common import ServerPolicy, api_key, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions, server_url
-from car.backends.wire import action_from_anthropic, anthropic_messages, anthropic_tools
+from car.backends.options import BackendOptions, server_url, thinking_config
+from car.backends.wire import (
+    action_from_anthropic,
+    anthropic_messages,
+    anthropic_thinking,
+    anthropic_tools,
+)
 from car.errors import BackendError
 from car.protocols import Decision
 from car.rng import EventKey
@@ -28,6 +41,7 @@ __all__ = ["ANTHROPIC_URL", "ANTHROPIC_VERSION", "AnthropicPolicy", "anthropic_b
 ANTHROPIC_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_THINKING = {"type": "enabled", "budget_tokens": 4096}  # thought while recording, unrecorded
 
 
 def anthropic_backend(opts: BackendOptions, *, name: str = "anthropic") -> HttpBackend:
@@ -66,6 +80,19 @@ class AnthropicPolicy(ServerPolicy):
 
     def started(self, trace: Trace | None) -> None:
         self._pair_rejected = False
+        self._said: set[str] = set()
+        steps = trace.steps if trace is not None else ()
+        # The actors the record shows thinking (the API's own blocks in their turns).
+        self._thinkers = {s.actor for s in steps if anthropic_thinking(s.action.reasoning)}
+        recorded = any(s.sampling is not None and s.sampling.thinking for s in steps)
+        self._thinking_note = None
+        if self.options.thinking is not None:
+            self._thinking_note = f"{self.spec}: thinking {self.options.thinking} (--thinking)"
+        elif self._thinkers and not recorded:
+            self._thinking_note = (
+                f"{self.spec}: the trace shows thinking but not its settings: replayed with a "
+                f"budget of {DEFAULT_THINKING['budget_tokens']} tokens (set --thinking)"
+            )
         notice(
             f"{self.spec}: the Messages API has no seed: samples are independent and arms cannot "
             "share noise (common random numbers unavailable)"
@@ -87,6 +114,9 @@ class AnthropicPolicy(ServerPolicy):
             body["tools"] = anthropic_tools(decision.actor.tools)
         if self._pair_rejected:
             body.pop("top_p", None)
+        thinking = self.thinking_for(decision)
+        if thinking is not None:
+            self._think(body, thinking)
         try:
             return await messages_call(self.http, body)
         except HTTPStatusFailure as exc:
@@ -98,8 +128,40 @@ class AnthropicPolicy(ServerPolicy):
                 return await messages_call(self.http, body)
             raise
 
+    def thinking_for(self, decision: Decision) -> dict[str, Any] | None:
+        """The `thinking` settings for this decision: the user's, else the recorded ones, else the
+        default for an actor the record shows thinking; None: none sent."""
+        if self.options.thinking is not None:
+            return thinking_config(self.options.thinking)
+        if decision.sampling is not None and decision.sampling.thinking:
+            return dict(decision.sampling.thinking)
+        if decision.actor.id in self._thinkers:
+            return dict(DEFAULT_THINKING)
+        return None
+
+    def _think(self, body: dict[str, Any], thinking: dict[str, Any]) -> None:
+        """Add `thinking` to a request, and make the rest of it what the API accepts with it."""
+        body["thinking"] = thinking
+        if thinking.get("type") == "disabled":
+            return
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, int) and body["max_tokens"] <= budget:
+            body["max_tokens"] = budget + DEFAULT_MAX_TOKENS
+            self._say(f"max_tokens raised to {body['max_tokens']}, above the thinking budget")
+        # With thinking on the API takes a temperature of 1 only, and a top_p from 0.95.
+        refused = {"temperature": body.get("temperature", 1) != 1, "top_p": body.get("top_p", 1) < 0.95}
+        for k in [k for k, no in refused.items() if no]:
+            self._say(f"{k} {body.pop(k)} not sent: the API refuses it with thinking on")
+
+    def _say(self, what: str) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            notice(f"{self.spec}: {what}")
+
     def notes(self) -> list[str]:
         out = [f"{self.spec}: no seed in the Messages API: samples are independent (no coupling)"]
+        if self._thinking_note:
+            out.append(self._thinking_note)
         summary = self.http.summary()
         if summary:
             out.append(summary)

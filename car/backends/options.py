@@ -18,7 +18,15 @@ from typing import Any
 
 from car.errors import InputError
 
-__all__ = ["BackendOptions", "base_url_problem", "configure", "current", "server_url"]
+__all__ = [
+    "MIN_THINKING_BUDGET",
+    "BackendOptions",
+    "base_url_problem",
+    "configure",
+    "current",
+    "server_url",
+    "thinking_config",
+]
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,23 @@ class BackendOptions:
     temperature: float | None = None  # explicit overrides: sent even when the trace recorded none
     top_p: float | None = None
     max_tokens: int | None = None
+    thinking: str | None = None  # Anthropic thinking: "off", "adaptive" or a budget (`thinking_config`)
+
+
+MIN_THINKING_BUDGET = 1024  # the Messages API's smallest extended-thinking budget
+
+
+def thinking_config(value: str) -> dict[str, Any] | None:
+    """The Messages API `thinking` object for a `--thinking` value: "off" (None: not sent),
+    "adaptive", or a token budget for extended thinking. ValueError says what is accepted."""
+    text = value.strip().lower()
+    if text == "off":
+        return None
+    if text == "adaptive":
+        return {"type": "adaptive"}
+    if text.isdigit() and int(text) >= MIN_THINKING_BUDGET:
+        return {"type": "enabled", "budget_tokens": int(text)}
+    raise ValueError(f"must be off, adaptive or a budget of at least {MIN_THINKING_BUDGET} tokens")
 
 
 _OPTIONS: ContextVar[BackendOptions] = ContextVar("car_backend_options", default=BackendOptions())  # noqa: B039 - frozen value
@@ -98,4 +123,5 @@ def cache_config(model: str | None, base_url: str, opts: BackendOptions) -> dict
         "temperature": opts.temperature,
         "top_p": opts.top_p,
         "max_tokens": opts.max_tokens,
+        "thinking": opts.thinking,
     }

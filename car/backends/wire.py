@@ -34,6 +34,7 @@ __all__ = [
     "action_from_anthropic",
     "action_from_openai",
     "anthropic_messages",
+    "anthropic_thinking",
     "anthropic_tools",
     "custom_tool",
     "custom_tool_names",
@@ -254,7 +255,7 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
                 [{"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.content}],
             )
         else:
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = anthropic_thinking(m.reasoning)
             if m.content:
                 blocks.append({"type": "text", "text": m.content})
             blocks += [
@@ -282,7 +283,25 @@ def action_from_anthropic(content: Sequence[Mapping[str, Any]]) -> Action:
                     raw_arguments=raw,
                 )
             )
-    return Action(text="".join(texts), tool_calls=tuple(calls))
+    thinking = anthropic_thinking([dict(b) for b in content])
+    return Action(text="".join(texts), tool_calls=tuple(calls), reasoning=tuple(thinking))
+
+
+def anthropic_thinking(reasoning: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Messages API thinking blocks among an action's reasoning, in order, as the API sent them:
+    `thinking` blocks with their `signature`, `redacted_thinking` blocks with their `data`, also
+    inside LiteLLM's `{"thinking_blocks": [...]}`. The API checks signatures and refuses a changed
+    or unsigned block, so anything else (another vendor's reasoning, reasoning text without a
+    signature) is left out: a replay cannot send it back."""
+    sealed = {"thinking": "signature", "redacted_thinking": "data"}  # what each kind must carry
+    out: list[dict[str, Any]] = []
+    for block in reasoning:
+        kind = block.get("type")
+        if kind in sealed and isinstance(block.get(sealed[kind]), str):
+            out.append(dict(block))
+        elif kind is None and isinstance(block.get("thinking_blocks"), list):
+            out += anthropic_thinking([b for b in block["thinking_blocks"] if isinstance(b, dict)])
+    return out
 
 
 def _anthropic_input(value: Any) -> tuple[dict[str, Any], str | None]:
@@ -315,7 +334,14 @@ def messages_from_anthropic(
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
         if m.get("role") == "assistant":
             action = action_from_anthropic(blocks)
-            out.append(Message(role="assistant", content=action.text, tool_calls=action.tool_calls))
+            out.append(
+                Message(
+                    role="assistant",
+                    content=action.text,
+                    tool_calls=action.tool_calls,
+                    reasoning=action.reasoning,
+                )
+            )
             continue
         for b in blocks:
             if b.get("type") == "tool_result":

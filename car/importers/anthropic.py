@@ -172,7 +172,14 @@ class AnthropicMessages:
                 b.warn("attachments-unresolved", "images or documents were not imported (text only)")
             else:
                 _skipped(b, kind)
-        b.step("assistant", "\n".join(texts), calls, sampling=sampling, metadata=_thinking(thinking))
+        b.step(
+            "assistant",
+            "\n".join(texts),
+            calls,
+            sampling=sampling,
+            metadata=_thinking(thinking),
+            reasoning=thinking,
+        )
         for call_id, content, error in results:
             if not b.observe(call_id, content, is_error=error):
                 b.observe_orphan(call_id, content, is_error=error)
@@ -205,13 +212,10 @@ class AnthropicMessages:
             b.step("user", "\n".join(texts))
 
 
-def _thinking(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Step metadata for a turn's thinking (a signed block is only valid unchanged, a redacted one is
-    only its encrypted `data`)."""
-    if not blocks:
-        return None
-    texts = [blk["thinking"] for blk in blocks if isinstance(blk.get("thinking"), str)]
-    return thinking_metadata(blocks, texts)
+def _thinking(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Step metadata for a turn's thinking: its readable text (a redacted block has none, only its
+    encrypted `data`)."""
+    return thinking_metadata([blk["thinking"] for blk in blocks if isinstance(blk.get("thinking"), str)])
 
 
 def _skipped(b: Builder, kind: str) -> None:

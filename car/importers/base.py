@@ -284,7 +284,24 @@ def sampling_from(values: dict[str, Any]) -> tuple[Sampling | None, list[str]]:
             dropped.append(key)
             continue
         kept[key] = v
+    thinking = _thinking_settings(values)
+    if thinking is not None:
+        kept["thinking"] = thinking
+    elif values.get("thinking") is not None:
+        dropped.append("thinking")
     return (Sampling.model_validate(kept) if kept else None), dropped
+
+
+def _thinking_settings(values: dict[str, Any]) -> dict[str, Any] | None:
+    """The recorded thinking settings: an Anthropic request's `thinking` object as is, else an
+    Inspect AI config's `reasoning_tokens` as the extended-thinking budget it sets."""
+    thinking = values.get("thinking")
+    if isinstance(thinking, dict) and isinstance(thinking.get("type"), str):
+        return dict(thinking)
+    budget = values.get("reasoning_tokens")
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
+        return {"type": "enabled", "budget_tokens": budget}
+    return None
 
 
 @runtime_checkable
@@ -350,6 +367,7 @@ class Builder:
         context: Sequence[Message] | None = None,
         sampling: Sampling | None = None,
         metadata: dict[str, Any] | None = None,
+        reasoning: Sequence[dict[str, Any]] = (),
     ) -> int:
         if actor not in self._actors:
             self.actor(actor)
@@ -372,7 +390,7 @@ class Builder:
         self._steps.append(
             {
                 "actor": actor,
-                "action": Action(text=text, tool_calls=tuple(calls)),
+                "action": Action(text=text, tool_calls=tuple(calls), reasoning=tuple(reasoning)),
                 "observations": [],
                 "context": tuple(context) if context is not None else "prefix",
                 "sampling": sampling,

@@ -194,6 +194,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
                 context=inputs or None,
                 sampling=sampling,
                 metadata=_thinking([part for _, part in produced]),
+                reasoning=[part for _, part in produced],
             )
         elif kind == "tool":
             call_id = (here / "id").string(ev.get("id"), "the tool call id")
@@ -228,13 +229,11 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     )
 
 
-def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Step metadata for a call's reasoning parts. A redacted part's `reasoning` is the encrypted
     data, so its readable text is the `summary` some providers give beside it."""
-    if not parts:
-        return None
     texts = [p.get("summary" if p.get("redacted") is True else "reasoning") for p in parts]
-    return thinking_metadata(parts, [t if isinstance(t, str) else "" for t in texts])
+    return thinking_metadata([t if isinstance(t, str) else "" for t in texts])
 
 
 def _agent(spans: dict[str, tuple[str, str, str | None]], span_id: Any) -> str:

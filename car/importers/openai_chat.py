@@ -148,11 +148,11 @@ def add_chat_messages(
         if role == "user":
             # A simulated user may call tools of its own (tau2's dual-control domains).
             b.actor(user, "user", stochastic=user_stochastic)
-            meta = _thinking(msg, here, seen)  # a simulated user may be a reasoning model too
+            reasoning, meta = _thinking(msg, here, seen)  # a simulated user may reason too
             name = msg.get("name")
             if isinstance(name, str):
                 meta = {"name": name, **meta}
-            b.step(user, content, calls, metadata=meta)
+            b.step(user, content, calls, metadata=meta, reasoning=reasoning)
             continue
         if role == "assistant":
             name = msg.get("name")
@@ -166,14 +166,14 @@ def add_chat_messages(
                 calls.append(
                     chat_tool_call({"id": last_legacy, "function": legacy}, here / "function_call", b)
                 )
-            meta, refusal = _thinking(msg, here, seen), msg.get("refusal")
+            (reasoning, meta), refusal = _thinking(msg, here, seen), msg.get("refusal")
             if isinstance(refusal, str) and refusal:
                 # The model declined: its refusal is what it said (content is null then, or holds
                 # the same text as a refusal part).
                 if refusal not in content:
                     content = f"{content}\n{refusal}" if content else refusal
                 meta = {"refusal": True, **meta}
-            b.step(who, content, calls, sampling=sampling, metadata=meta)
+            b.step(who, content, calls, sampling=sampling, metadata=meta, reasoning=reasoning)
             continue
         if role in ("tool", "function"):
             key = "tool_call_id"
@@ -198,15 +198,15 @@ def add_chat_messages(
         )
 
 
-def _thinking(msg: dict[str, Any], at: At, seen: list[tuple[At, bool]]) -> dict[str, Any]:
-    """Step metadata for the reasoning fields of the message at `at` (none: empty); each field is
-    added to `seen`."""
+def _thinking(
+    msg: dict[str, Any], at: At, seen: list[tuple[At, bool]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The reasoning fields of the message at `at` (the action's reasoning, each `{field: value}`)
+    and the step metadata for their text; each field is added to `seen`."""
     fields = chat_reasoning(msg, at)
     seen += [(place, chat_reasoning_sealed(block)) for place, block in fields]
-    if not fields:
-        return {}
     blocks = [block for _, block in fields]
-    return thinking_metadata(blocks, chat_reasoning_texts(blocks))
+    return blocks, thinking_metadata(chat_reasoning_texts(blocks))
 
 
 def _tools(value: Any, at: At) -> list[dict[str, Any]]:

@@ -175,6 +175,7 @@ class OtlpJson:
                 context=context,
                 sampling=st["sampling"],
                 metadata={**_span_meta(st["span"]), **_thinking(st["thinking"])},
+                reasoning=st["thinking"],
             )
             for call_id, content, error in st["obs"]:
                 if not b.observe(call_id, content, is_error=error):
@@ -306,9 +307,7 @@ def _span_meta(span: Span) -> dict[str, Any]:
 def _thinking(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Step metadata for a call's reasoning parts (their readable text: `reasoning_text`), and the
     reasoning fields of OpenAI-style messages (`{field: value}`, read by `chat_reasoning_texts`)."""
-    if not parts:
-        return {}
     fields = [p for p in parts if len(p) == 1 and next(iter(p)) in CHAT_REASONING]
     # a part with no readable text (encrypted, redacted) adds none, as in the other importers
     texts = [text for p in parts if p not in fields and (text := reasoning_text(p))]
-    return thinking_metadata(parts, texts + chat_reasoning_texts(fields))
+    return thinking_metadata(texts + chat_reasoning_texts(fields))

@@ -115,13 +115,18 @@ class OpenAIResponses:
         def flush() -> None:
             nonlocal pending
             if pending is not None:
-                meta: dict[str, Any] = {}
-                if pending["items"]:
-                    meta = thinking_metadata(pending["items"], pending["thinking"])
+                meta = thinking_metadata(pending["thinking"])
                 summaries = [t for t in pending["summaries"] if t]
                 if summaries:
                     meta["reasoning"] = "\n".join(summaries)
-                b.step("assistant", pending["text"], pending["calls"], sampling=sampling, metadata=meta)
+                b.step(
+                    "assistant",
+                    pending["text"],
+                    pending["calls"],
+                    sampling=sampling,
+                    metadata=meta,
+                    reasoning=pending["items"],
+                )
                 pending = None
 
         def current() -> dict[str, Any]:

@@ -1,14 +1,15 @@
-"""A model's reasoning that car's actions cannot carry: kept verbatim in step metadata, and said.
+"""A model's reasoning: kept verbatim with the action that followed it, and said.
 
 Anthropic `thinking` / `redacted_thinking` blocks, OpenAI Responses `reasoning` items, Inspect AI,
 OpenTelemetry GenAI and OpenInference `reasoning` content parts, and the reasoning fields
 OpenAI-compatible servers add to a chat message (`chat_reasoning`) hold what a model reasoned, often
-signed or encrypted so that only the unchanged original is valid when sent back. An action holds
-text and tool calls only, so a replayed input lacks reasoning the model saw. Importers keep each
-piece verbatim, in order, in the metadata of the step that produced it (`thinking_blocks`, and the
-readable text joined as `thinking`) and warn once per trace (`thinking-not-replayed`). Where every
-call's recorded input repeats earlier outputs (Inspect, OTel), `SeenReasoning` counts each piece
-once and names those no recorded call produced.
+signed or encrypted so that only the unchanged original is valid when sent back. Importers keep each
+piece verbatim, in order, as the `reasoning` of the action it preceded (the readable text joined in
+the step's metadata as `thinking`) and warn once per trace (`thinking-not-replayed`): only
+`anthropic:` sends reasoning back (the Messages API's own signed blocks, `car.backends.wire.
+anthropic_thinking`); any other replayed input lacks reasoning the model saw. Where every call's
+recorded input repeats earlier outputs (Inspect, OTel), `SeenReasoning` counts each piece once and
+names those no recorded call produced.
 """
 
 from __future__ import annotations
@@ -30,13 +31,11 @@ __all__ = [
 ]
 
 
-def thinking_metadata(blocks: Sequence[dict[str, Any]], texts: Sequence[str]) -> dict[str, Any]:
-    """Step metadata for one turn's reasoning: every block verbatim, in order, and the readable
-    `texts` joined, left out when none has any (no empty text pretends there was some)."""
-    meta: dict[str, Any] = {"thinking_blocks": list(blocks)}
-    if any(texts):
-        meta["thinking"] = "\n".join(texts)
-    return meta
+def thinking_metadata(texts: Sequence[str]) -> dict[str, Any]:
+    """Step metadata for one turn's reasoning: its readable `texts` joined as `thinking`, nothing when
+    none has any (no empty text pretends there was some). The blocks themselves are the action's
+    `reasoning`."""
+    return {"thinking": "\n".join(t for t in texts if t)} if any(texts) else {}
 
 
 # The fields in which OpenAI-compatible servers put an assistant message's reasoning, beside its
@@ -101,9 +100,10 @@ def not_replayed(seen: Sequence[tuple[At, bool]], noun: str, sealed: str) -> str
     unreadable = f" ({encrypted} {sealed}: encrypted, unreadable)" if encrypted else ""
     first = seen[0][0].where()
     return (
-        f"{n} {noun}{'s' if n != 1 else ''}{unreadable} {'is' if n == 1 else 'are'} kept verbatim in "
-        "the steps' metadata (thinking_blocks) but not in replayed inputs, which are rebuilt from text "
-        f"and tool calls: the model saw that reasoning, a replay does not (first at {first})"
+        f"{n} {noun}{'s' if n != 1 else ''}{unreadable} {'is' if n == 1 else 'are'} kept verbatim "
+        "with their actions (reasoning); only anthropic: sends reasoning back (the Messages API's "
+        "own signed thinking blocks), other backends rebuild inputs from text and tool calls: the "
+        f"model saw that reasoning, their replay does not (first at {first})"
     )
 
 

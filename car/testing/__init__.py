@@ -4,11 +4,12 @@ car.testing.loopback   `LoopbackServer`: a real HTTP server on 127.0.0.1 speakin
                        Completions and Anthropic Messages formats, whose "model" is a scripted
                        stochastic program (a simulated scenario's decision program by default),
                        with fault injection (429 + Retry-After, 500, slow answers, dropped
-                       connections, malformed JSON, `n` or `seed` rejected)
+                       connections, malformed JSON, `n` or `seed` rejected), and Anthropic's
+                       thinking rules (signed blocks, `loopback_thinking`)
 """
 
 from __future__ import annotations
 
-from car.testing.loopback import Faults, LoopbackServer, ScenarioModel, TextModel
+from car.testing.loopback import Faults, LoopbackServer, ScenarioModel, TextModel, loopback_thinking
 
-__all__ = ["Faults", "LoopbackServer", "ScenarioModel", "TextModel"]
+__all__ = ["Faults", "LoopbackServer", "ScenarioModel", "TextModel", "loopback_thinking"]

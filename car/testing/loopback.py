@@ -19,11 +19,18 @@ Faults (`Faults`) are a script consumed one request at a time, then random rates
 "echo" (400 whose message repeats the credentials received, to test that clients redact them).
 Capability switches: `n` ("ok" | "reject" | "ignore"), `seed` ("honour" | "ignore" | "reject"),
 `logprobs`, `temperature_with_top_p`. `latency` delays every answer (benchmarks).
+
+Thinking (Anthropic): with `thinking` in a request the answer begins with a signed `thinking` block
+(`loopback_thinking`), and the request is held to the Messages API's rules: a budget of at least 1024
+below `max_tokens`, no temperature but 1, no top_p below 0.95, thinking blocks whose signatures
+verify, and each message of the assistant turn a request continues (a tool-use loop since the last
+user message that is more than tool results, or a prefill) beginning with thinking.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import threading
@@ -39,7 +46,14 @@ from car.rng import EventKey
 from car.sim.base import Scenario
 from car.trace import Action, Message, Observation, ToolCall
 
-__all__ = ["Faults", "LoopbackServer", "ModelFn", "ScenarioModel", "TextModel"]
+__all__ = [
+    "Faults",
+    "LoopbackServer",
+    "ModelFn",
+    "ScenarioModel",
+    "TextModel",
+    "loopback_thinking",
+]
 
 ModelFn = Callable[[Sequence[Message], Sequence[Mapping[str, Any]], float], Action]
 _Reply = tuple[int, bytes, dict[str, str]]
@@ -405,10 +419,17 @@ class LoopbackServer:
             return self._error(
                 headers, 400, "temperature and top_p cannot both be specified for this model"
             )
+        thinking = body.get("thinking")
+        if thinking is not None:
+            problem = _thinking_problem(body)
+            if problem:
+                return self._error(headers, 400, problem)
         messages = messages_from_anthropic(body.get("system"), body.get("messages") or [])
         step = sum(1 for m in messages if m.role != "system")
         action = model(messages, body.get("tools") or [], srv._u(None, 0, step))
         content: list[dict[str, Any]] = []
+        if thinking is not None and thinking.get("type") != "disabled":
+            content.append(loopback_thinking(f"step {step}: deciding"))
         if action.text:
             content.append({"type": "text", "text": action.text})
         content += [
@@ -425,6 +446,66 @@ class LoopbackServer:
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
         return 200, json.dumps(answer).encode(), {}
+
+
+def loopback_thinking(text: str) -> dict[str, Any]:
+    """A thinking block as the loopback server signs it (a trace recorded from it replays there)."""
+    return {"type": "thinking", "thinking": text, "signature": _sign(text)}
+
+
+def _sign(text: str) -> str:
+    return hashlib.sha256(f"loopback:{text}".encode()).hexdigest()[:24]
+
+
+def _thinking_problem(body: Mapping[str, Any]) -> str | None:
+    """Why the Messages API would refuse this request's thinking, or None."""
+    cfg = body["thinking"]
+    kind = cfg.get("type") if isinstance(cfg, dict) else None
+    if kind == "enabled":
+        budget = cfg.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.budget_tokens: must be at least 1024"
+        if budget >= int(body.get("max_tokens", 0)):
+            return "max_tokens must be greater than thinking.budget_tokens"
+    elif kind not in ("adaptive", "disabled"):
+        return f"thinking.type: unknown {kind!r}"
+    if kind == "disabled":
+        return None
+    if body.get("temperature", 1) != 1:
+        return "temperature may only be set to 1 when thinking is enabled"
+    if body.get("top_p", 1) < 0.95:
+        return "top_p must be at least 0.95 when thinking is enabled"
+    messages = body.get("messages") or []
+    for i, m in enumerate(messages):
+        for j, b in enumerate(_blocks(m)):
+            if b.get("type") == "thinking" and b.get("signature") != _sign(str(b.get("thinking"))):
+                return f"messages.{i}.content.{j}: invalid signature in thinking block"
+    # The assistant turn the request continues (since the last user message that is more than tool
+    # results: a tool-use loop, or a prefill) must begin each of its messages with thinking.
+    turn = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "user" and not _results_only(m)),
+        default=-1,
+    )
+    for i in range(turn + 1, len(messages)):
+        blocks = _blocks(messages[i])
+        first = blocks[0].get("type") if blocks else None
+        if messages[i].get("role") == "assistant" and first not in ("thinking", "redacted_thinking"):
+            return (
+                f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                f"{first!r}. When thinking is enabled, a final assistant message must start with a "
+                "thinking block"
+            )
+    return None
+
+
+def _results_only(message: Mapping[str, Any]) -> bool:
+    blocks = _blocks(message)
+    return bool(blocks) and all(b.get("type") == "tool_result" for b in blocks)
+
+
+def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def _credentials(headers: Mapping[str, str]) -> str:

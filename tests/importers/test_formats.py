@@ -589,9 +589,9 @@ def test_anthropic_thinking_blocks_are_kept_verbatim_and_their_absence_from_repl
         },
     )
     t = load_any(f)
-    assert t.steps[1].metadata["thinking_blocks"] == [signed, redacted]
+    assert list(t.steps[1].action.reasoning) == [signed, redacted]
     assert t.steps[1].metadata["thinking"] == "Check the cache."
-    assert t.steps[2].metadata["thinking_blocks"] == [later]
+    assert list(t.steps[2].action.reasoning) == [later]
     assert "thinking" not in t.steps[2].metadata  # nothing readable: no empty text pretends otherwise
     assert t.fidelity is not None
     warning = next(w for w in t.fidelity.warnings if w.code == "thinking-not-replayed")
@@ -626,12 +626,13 @@ def test_responses_reasoning_items_are_kept_verbatim_and_their_absence_from_repl
         ],
     )
     t = load_any(f)
+    assert t.steps[1].action.reasoning == (full,)
     assert t.steps[1].metadata == {
-        "thinking_blocks": [full],
         "thinking": "The user wants order 7; call get.",
         "reasoning": "Look the order up.",  # the summary, as before
     }
-    assert t.steps[2].metadata == {"thinking_blocks": [sealed]}  # nothing readable, no empty text
+    assert t.steps[2].action.reasoning == (sealed,)
+    assert t.steps[2].metadata == {}  # nothing readable, no empty text
     assert t.fidelity is not None
     warning = next(w for w in t.fidelity.warnings if w.code == "thinking-not-replayed")
     assert warning.message.startswith("2 reasoning items (2 with encrypted_content: ")
@@ -675,11 +676,10 @@ def test_inspect_reasoning_parts_are_kept_verbatim_and_their_absence_from_replay
     )
     (t,) = convert_log(log, Document("log.json", b"", "json", log))
     assert t.steps[0].action.text == "Let me add."
-    assert t.steps[0].metadata == {
-        "thinking_blocks": [signed, redacted],
-        "thinking": "Add them.\nAdding.",
-    }
-    assert t.steps[1].metadata == {"thinking_blocks": [hidden]}
+    assert t.steps[0].action.reasoning == (signed, redacted)
+    assert t.steps[0].metadata == {"thinking": "Add them.\nAdding."}
+    assert t.steps[1].action.reasoning == (hidden,)
+    assert t.steps[1].metadata == {}
     assert t.fidelity is not None
     (warning,) = [w for w in t.fidelity.warnings if w.code == "thinking-not-replayed"]
     # the later input repeats the first output's parts: counted once, where the model wrote them
@@ -728,13 +728,13 @@ def test_otel_reasoning_parts_are_kept_verbatim_and_their_absence_from_replay_is
         _otlp(_chat(1, [user], a1), _chat(2, [user, a1, _msg("tool", result="shipped")], a2)),
     )
     t = load_any(f)
+    assert t.steps[0].action.reasoning == (r1,)
     assert t.steps[0].metadata == {
         "span_id": "0000000000000001",
         "span_name": "chat",
-        "thinking_blocks": [r1],
         "thinking": "Look order 7 up.",
     }
-    assert (t.steps[1].action.text, t.steps[1].metadata["thinking_blocks"]) == ("Shipped.", [r2])
+    assert (t.steps[1].action.text, list(t.steps[1].action.reasoning)) == ("Shipped.", [r2])
     warning = _thinking_warning(t)
     # the second input repeats r1: counted once, where the model wrote it
     assert warning.startswith("2 reasoning parts are kept verbatim ")
@@ -757,7 +757,7 @@ def test_otel_reasoning_in_content_lists_is_not_text_and_input_only_reasoning_is
     f = _write(tmp_path, "otel.json", _otlp(_chat(1, [_msg("user", "hi"), earlier], output)))
     t = load_any(f)
     assert t.steps[0].action.text == "yes"
-    assert t.steps[0].metadata["thinking_blocks"] == [thought]
+    assert list(t.steps[0].action.reasoning) == [thought]
     assert t.steps[0].metadata["thinking"] == "Plan: agree."
     warning = _thinking_warning(t)
     assert warning.startswith("1 reasoning part is kept verbatim ")
@@ -906,7 +906,7 @@ def test_otel_reasoning_content_of_openai_style_messages_is_kept_as_thinking(
     )
     t = load_any(f)
     assert t.steps[0].action.text == "yes"
-    assert t.steps[0].metadata["thinking_blocks"] == [{"reasoning_content": "They greet; agree."}]
+    assert list(t.steps[0].action.reasoning) == [{"reasoning_content": "They greet; agree."}]
     assert t.steps[0].metadata["thinking"] == "They greet; agree."
     warning = _thinking_warning(t)
     assert warning.startswith("1 reasoning part is kept verbatim ")
@@ -925,7 +925,7 @@ def test_otel_reasoning_and_reasoning_details_of_openai_style_messages_are_kept_
     f = _write(tmp_path, "otel.json", _otlp(_chat(1, [{"role": "user", "content": "hi"}], output)))
     t = load_any(f)
     assert t.steps[0].action.text == "yes"
-    assert t.steps[0].metadata["thinking_blocks"] == [
+    assert list(t.steps[0].action.reasoning) == [
         {"reasoning": "Agree."},
         {"reasoning_details": details},
     ]
@@ -977,24 +977,22 @@ def test_openai_chat_reasoning_fields_are_kept_verbatim_as_thinking(tmp_path: Pa
     last = {"role": "assistant", "content": "Bye!", "reasoning_details": [details[0]]}
     request = {"messages": messages, "response": {"choices": [{"message": last}]}}
     t = load_any(_write(tmp_path, "chat.json", request))
-    meta = [s.metadata for s in t.steps if s.actor == "assistant"]
-    assert meta == [
-        {"thinking_blocks": [{"reasoning_content": "Tenths: 8 > 1."}], "thinking": "Tenths: 8 > 1."},
-        {
-            "thinking_blocks": [{"reasoning": "Look 7 up."}, {"reasoning_details": details}],
-            "thinking": "Look 7 up.",  # the same reasoning, said once
-        },
-        {
-            "thinking_blocks": [{"reasoning_content": "Say."}, {"reasoning": "Say."}],
-            "thinking": "Say.",
-        },
-        {
-            "refusal": True,
-            "thinking_blocks": [{"reasoning_content": "Refuse."}, {"thinking_blocks": blocks}],
-            "thinking": "Refuse.",
-        },
+    said = [s for s in t.steps if s.actor == "assistant"]
+    assert [list(s.action.reasoning) for s in said] == [
+        [{"reasoning_content": "Tenths: 8 > 1."}],
+        [{"reasoning": "Look 7 up."}, {"reasoning_details": details}],
+        [{"reasoning_content": "Say."}, {"reasoning": "Say."}],
+        [{"reasoning_content": "Refuse."}, {"thinking_blocks": blocks}],
+        [],
+        [{"reasoning_details": [details[0]]}],
+    ]
+    assert [s.metadata for s in said] == [
+        {"thinking": "Tenths: 8 > 1."},
+        {"thinking": "Look 7 up."},  # the same reasoning, said once
+        {"thinking": "Say."},
+        {"refusal": True, "thinking": "Refuse."},
         {},
-        {"thinking_blocks": [{"reasoning_details": [details[0]]}], "thinking": "Look 7 up."},
+        {"thinking": "Look 7 up."},
     ]
     assert [s.action.text for s in t.steps if s.actor == "assistant"][1:4] == [
         "",
@@ -1004,7 +1002,7 @@ def test_openai_chat_reasoning_fields_are_kept_verbatim_as_thinking(tmp_path: Pa
     warning = _thinking_warning(t)
     assert warning.startswith(
         "8 reasoning fields (2 with encrypted or redacted entries: encrypted, unreadable) are kept "
-        "verbatim in the steps' metadata (thinking_blocks) but not in replayed inputs"
+        "verbatim with their actions (reasoning); only anthropic: sends reasoning back"
     )
     assert warning.endswith("(first at $.messages[1].reasoning_content)")
     assert parse_trace(json.loads(t.to_json())) == t
@@ -1026,10 +1024,11 @@ def test_tau_bench_keeps_the_reasoning_of_litellm_messages(tmp_path: Path) -> No
         },
     ]
     (t,) = import_file(_write(tmp_path, "tau.json", [{"task_id": 7, "reward": 0.0, "traj": traj}]))
-    assert t.steps[1].metadata == {
-        "thinking_blocks": [{"reasoning_content": "Cancel it."}, {"thinking_blocks": thought}],
-        "thinking": "Cancel it.",
-    }
+    assert list(t.steps[1].action.reasoning) == [
+        {"reasoning_content": "Cancel it."},
+        {"thinking_blocks": thought},
+    ]
+    assert t.steps[1].metadata == {"thinking": "Cancel it."}
     assert _thinking_warning(t).endswith("(first at $[0].traj[2].reasoning_content)")
 
 
@@ -1292,7 +1291,7 @@ def test_openinference_reasoning_contents_are_kept_as_thinking_not_text(tmp_path
     )
     t = load_any(f)
     assert [s.action.text for s in t.steps] == ["Checking.", "Shipped."]
-    assert t.steps[0].metadata["thinking_blocks"] == [
+    assert list(t.steps[0].action.reasoning) == [
         {
             "message_content.type": "reasoning",
             "message_content.text": "Look order 7 up.",

@@ -1,0 +1,263 @@
+"""Thinking through `anthropic:`: a model that thought while recording thinks while replaying, and
+its signed blocks travel back with their turns, as the Messages API requires in a tool-use loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from car.backends import http as http_backend
+from car.backends.anthropic import AnthropicPolicy
+from car.backends.options import BackendOptions, thinking_config
+from car.backends.wire import action_from_anthropic, anthropic_messages, anthropic_thinking
+from car.cli import main
+from car.importers import load_any
+from car.protocols import Decision, Mode, Turn
+from car.rng import EventKey
+from car.sim import scenario_for
+from car.testing import LoopbackServer, ScenarioModel, loopback_thinking
+from car.trace import Action, Message, Sampling, Step, Trace, load_trace
+from tests.conftest import ROOT
+
+TRACE = ROOT / "traces" / "support-refund.json"
+BUDGET = {"type": "enabled", "budget_tokens": 2048}
+
+
+def _server() -> LoopbackServer:
+    return LoopbackServer({"support-refund": ScenarioModel(scenario_for("support-refund"))})
+
+
+def _thinking_trace(sampling: Sampling | None) -> Trace:
+    """The refund trace as if recorded from the loopback server with thinking on: each turn of the
+    agent carries a signed thinking block."""
+    trace = load_trace(str(TRACE))
+    steps = tuple(
+        Step(
+            **{
+                **s.model_dump(),
+                "action": s.action.model_copy(
+                    update={"reasoning": (loopback_thinking(f"recorded thought {s.index}"),)}
+                ),
+                "sampling": sampling,
+            }
+        )
+        for s in trace.steps
+    )
+    return Trace(**{**trace.model_dump(), "steps": steps})
+
+
+def _decision(trace: Trace, step: int, history: tuple[Turn, ...] | None = None) -> Decision:
+    from car.replay import _copied
+
+    rec = trace.steps[step]
+    return Decision(
+        step=step,
+        actor=trace.actor(rec.actor),
+        task=trace.task,
+        history=history if history is not None else tuple(_copied(s) for s in trace.steps[:step]),
+        sampling=rec.sampling,
+        actors=trace.actors,
+    )
+
+
+def _act(trace: Trace, server: LoopbackServer, decision: Decision, **opts: Any) -> Action:
+    options = BackendOptions(base_url=server.anthropic_url, backoff_base=0.01, **opts)
+    policy = AnthropicPolicy("support-refund", trace, options=options)
+
+    async def main() -> Action:
+        try:
+            return await policy.act(decision, EventKey(0, 0, decision.step, "policy"))
+        finally:
+            await policy.aclose()
+
+    return asyncio.run(main())
+
+
+def test_recorded_blocks_go_back_with_their_turns_and_the_settings_as_recorded() -> None:
+    trace = _thinking_trace(Sampling(thinking=BUDGET, max_tokens=1024, temperature=0.7))
+    with _server() as server:
+        action = _act(trace, server, _decision(trace, 2))
+        (_, body), *_ = server.requests
+    assert body["thinking"] == BUDGET
+    assert body["max_tokens"] == 2048 + 1024  # above the budget, or the API refuses
+    assert "temperature" not in body  # 0.7 is refused with thinking on
+    turns = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert [t["content"][0] for t in turns] == [
+        loopback_thinking("recorded thought 0"),
+        loopback_thinking("recorded thought 1"),
+    ]
+    # The draw keeps its own signed block, to send back on the next turn.
+    assert action.reasoning and action.reasoning[0]["type"] == "thinking"
+    assert anthropic_thinking(action.reasoning) == list(action.reasoning)
+
+
+def test_a_drawn_turn_sends_its_own_blocks_back() -> None:
+    trace = _thinking_trace(Sampling(thinking=BUDGET))
+    with _server() as server:
+        first = _act(trace, server, _decision(trace, 0))
+        drawn = Turn(0, "support", first, trace.steps[0].observations, Mode.RESAMPLED)
+        _act(trace, server, _decision(trace, 1, (drawn,)))
+        (_, body) = server.requests[-1]
+    assert server.outcomes["ok"] == 2
+    assert body["messages"][1]["content"][0] == first.reasoning[0]
+
+
+def test_the_loopback_refuses_what_the_api_refuses() -> None:
+    # The checks the tests above rely on have teeth: a tool-use turn without its thinking block,
+    # and a block whose text changed, are refused as the Messages API refuses them.
+    trace = _thinking_trace(Sampling(thinking=BUDGET))
+    _, messages = anthropic_messages(_decision(trace, 2).messages())
+    with _server() as server:
+        url = f"{server.anthropic_url}/v1/messages"
+        body = {"model": "support-refund", "max_tokens": 4096, "thinking": BUDGET}
+        stripped = [
+            {**m, "content": [b for b in m["content"] if b["type"] != "thinking"]} for m in messages
+        ]
+        changed = json.loads(json.dumps(messages).replace("recorded thought 1", "edited"))
+        answers = [
+            httpx.post(url, json={**body, "messages": m}, timeout=10)
+            for m in (messages, stripped, changed)
+        ]
+    assert [a.status_code for a in answers] == [200, 400, 400]
+    assert "must start with a thinking block" in answers[1].text
+    assert "invalid signature" in answers[2].text
+
+
+def test_a_trace_that_shows_thinking_without_settings_gets_the_default_and_says_so() -> None:
+    trace = _thinking_trace(None)
+    with _server() as server:
+        options = BackendOptions(base_url=server.anthropic_url, backoff_base=0.01)
+        policy = AnthropicPolicy("support-refund", trace, options=options)
+
+        async def main() -> None:
+            try:
+                await policy.act(_decision(trace, 2), EventKey(0, 0, 2, "policy"))
+            finally:
+                await policy.aclose()
+
+        asyncio.run(main())
+        (_, body), *_ = server.requests
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert any("shows thinking but not its settings" in n for n in policy.notes())
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        ("off", None),
+        ("adaptive", {"type": "adaptive"}),
+        ("3000", {"type": "enabled", "budget_tokens": 3000}),
+    ],
+)
+def test_the_user_setting_wins(value: str, sent: dict[str, Any] | None) -> None:
+    trace = _thinking_trace(Sampling(thinking=BUDGET))
+    with _server() as server:
+        _act(trace, server, _decision(trace, 0), thinking=value)
+        (_, body), *_ = server.requests
+    assert body.get("thinking") == sent
+
+
+def test_a_trace_without_thinking_sends_none() -> None:
+    trace = load_trace(str(TRACE))
+    with _server() as server:
+        _act(trace, server, _decision(trace, 2))
+        (_, body), *_ = server.requests
+    assert "thinking" not in body
+    assert all(b["type"] != "thinking" for m in body["messages"] for b in m["content"])
+
+
+def test_only_the_apis_own_signed_blocks_are_sent_back() -> None:
+    signed = {"type": "thinking", "thinking": "t", "signature": "s"}
+    redacted = {"type": "redacted_thinking", "data": "d"}
+    reasoning = (
+        signed,
+        {"type": "thinking", "thinking": "unsigned"},  # the API refuses it
+        {"reasoning_content": "DeepSeek's"},
+        {"thinking_blocks": [redacted]},  # LiteLLM's copy of Anthropic's blocks
+        {"type": "reasoning", "encrypted_content": "openai"},
+    )
+    assert anthropic_thinking(reasoning) == [signed, redacted]
+    _, messages = anthropic_messages(
+        [
+            Message(role="user", content="hi"),
+            Message(role="assistant", content="yo", reasoning=reasoning),
+        ]
+    )
+    assert messages[1]["content"] == [signed, redacted, {"type": "text", "text": "yo"}]
+    assert action_from_anthropic([signed, {"type": "text", "text": "x"}]).reasoning == (signed,)
+
+
+@pytest.mark.parametrize("bad", ["1000", "lots", "-1"])
+def test_a_bad_thinking_setting_is_one_line_and_exit_2(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ValueError, match="off, adaptive or a budget of at least 1024"):
+        thinking_config(bad)
+    with pytest.raises(SystemExit) as exc:
+        main(["blame", str(TRACE), "--thinking", bad])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.count("\n") == 1 and "--thinking" in err and "Traceback" not in err
+
+
+def test_importers_record_the_thinking_settings(tmp_path: Path) -> None:
+    signed = loopback_thinking("plan")
+    request = {
+        "model": "claude-x",
+        "max_tokens": 4096,
+        "thinking": BUDGET,
+        "system": "help",
+        "messages": [
+            {"role": "user", "content": "refund A-1"},
+            {"role": "assistant", "content": [signed, {"type": "text", "text": "Done."}]},
+        ],
+    }
+    path = tmp_path / "anthropic.json"
+    path.write_text(json.dumps(request))
+    trace = load_any(path)
+    step = trace.steps[-1]
+    assert step.sampling is not None and step.sampling.thinking == BUDGET
+    assert step.action.reasoning == (signed,)
+    assert step.metadata == {"thinking": "plan"}
+
+
+def test_blame_end_to_end_with_thinking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAR_BACKOFF_BASE", "0.005")
+    http_backend._LIMITERS.clear()
+    path = tmp_path / "thought.json"
+    path.write_text(_thinking_trace(Sampling(thinking=BUDGET, max_tokens=4096)).to_json())
+    with _server() as server:
+        try:
+            main(
+                [
+                    "blame",
+                    str(path),
+                    "--policy",
+                    "anthropic:support-refund",
+                    "--base-url",
+                    server.anthropic_url,
+                    "--format",
+                    "json",
+                    "--samples",
+                    "8",
+                    "--match-samples",
+                    "4",
+                ]
+            )
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        bodies = [b for _, b in server.requests]
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["budget"]["errored"] == 0 and report["locus"] == 1
+    assert bodies and all(b["thinking"] == BUDGET for b in bodies)
+    assert server.outcomes["ok"] == len(bodies)  # no request was refused
