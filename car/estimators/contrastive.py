@@ -84,18 +84,28 @@ def _mean_interval(x: np.ndarray, level: float, scale: float) -> Interval:
     return Interval(mean, max(0.0, lo), min(1.0, hi), n)
 
 
-def _t_ends(x: np.ndarray, level: float, scale: float) -> tuple[float, float]:
-    """Student-t interval for the mean of graded outcomes, with two guards.
+def _t_ends(
+    x: np.ndarray, level: float, scale: float, span: tuple[float, float] = (0.0, 1.0)
+) -> tuple[float, float]:
+    """Interval for the mean of graded outcomes in `span`: Student-t, with three guards.
 
-    A variance floor of `scale^2 / (n + 1)`, one unseen outcome a full scale away: without it,
-    graded outcomes that happen to agree (two judge scores of 0.5) would give a zero-width interval
-    and a "significant" effect from two rollouts. Where the spread seen is above the floor, the ends
-    widen towards a skewed tail (`car.stats.skew_shift`): a judge that scores 0.9 and rarely 0.05
-    covered 0.84 at n = 64 without it (0.96 with it). As for Shapley, the shift only ever widens.
+    Outcomes that all agree (two judge scores of 0.5, or 128 of 0.9) say only that any other value
+    is rare: a value seen in none of n draws has a rate below `r = 1 - (tail)^(1/n)` at this level,
+    and can move the mean at most to the end of `span`, so the ends are `v - r (v - low)` and
+    `v + r (high - v)`, exact whatever the distribution (before, a floor one unit wide covered a
+    judge at 0.9 that scores 0.05 one time in fifty 0.925 of the time at n = 128, missing whenever
+    no 0.05 came up). Otherwise a variance floor of `scale^2 / (n + 1)`, one unseen outcome a full
+    scale away; and where the spread seen is above the floor, the ends widen towards a skewed tail
+    (`car.stats.skew_shift`): that judge, one time in twenty, covered 0.84 at n = 64 without it
+    (0.96 with it). As for Shapley, the shift only ever widens.
     """
     n = len(x)
     if n < 2:
         return -math.inf, math.inf
+    if x.max() == x.min():  # equal values (their float mean may be an ulp off)
+        v, (low, high) = float(x[0]), span
+        r = 1 - ((1 - level) / 2) ** (1 / n)
+        return v - r * (v - low), v + r * (high - v)
     mean = float(x.mean())
     s2 = float(x.var(ddof=1))
     floor = scale * scale / (n + 1)
@@ -144,7 +154,7 @@ def _paired(a: np.ndarray, b: np.ndarray, level: float, scale: float) -> Interva
         d, lo, hi = paired_difference(a, b, level)
         return Interval(d, lo, hi, n)
     diff = a - b
-    lo, hi = _t_ends(diff, level, scale)
+    lo, hi = _t_ends(diff, level, scale, (-1.0, 1.0))
     return Interval(float(diff.mean()), max(-1.0, lo), min(1.0, hi), n)
 
 
