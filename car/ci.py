@@ -12,7 +12,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,7 +35,7 @@ from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
-from car.store import RolloutStore, default_store_path
+from car.store import RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
 
 __all__ = [
@@ -84,10 +84,11 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
     return prices
 
 
-def open_store(path: Path | None, no_store: bool) -> RolloutStore | None:
+def open_store(path: Path | None, no_store: bool, notice: Callable[[str], None]) -> RolloutStore | None:
+    """The store asked for; the default one only if it can be made here (else a `notice` line)."""
     if no_store:
         return None
-    return RolloutStore(path if path is not None else default_store_path())
+    return RolloutStore(path) if path is not None else open_default_store(notice)
 
 
 @dataclass
@@ -285,7 +286,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         out.write(render_output(req.fmt, [], batch=True) if req.fmt is not OutputFormat.table else "")
         return EXIT_OK
 
-    store = open_store(req.store_path, req.no_store)
+    store = open_store(req.store_path, req.no_store, say)
     stream_stdout = req.fmt is OutputFormat.jsonl and req.output is None
     stream_files: list[IO[str]] = []
     try:

@@ -26,13 +26,13 @@ import json
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from car.errors import InputError
-from car.jsonfile import read_bytes
+from car.jsonfile import os_reason, read_bytes
 
 __all__ = [
     "DEFAULT_DIR",
@@ -42,6 +42,7 @@ __all__ = [
     "RolloutStore",
     "StoreError",
     "StoreInfo",
+    "StoreUnavailable",
     "StoredResult",
     "clear_store",
     "default_store_path",
@@ -49,6 +50,7 @@ __all__ = [
     "load_results",
     "merge_source",
     "namespace",
+    "open_default_store",
 ]
 
 STORE_VERSION = "car.store/v1"
@@ -108,6 +110,25 @@ class StoreError(InputError):
     """The store file cannot be used (corrupted, foreign, newer version, unwritable)."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be created or written where it is asked for (a read-only directory, no
+    permission): not damage, so the way out is another place, never deleting it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.what = f"{path}: cannot create or write the store here ({reason})"
+        super().__init__(
+            f"{self.what}; name a writable file (--store PATH) or run without a store (--no-store)"
+        )
+
+
+# What SQLite says when the file or its WAL companions cannot be created or written.
+_UNWRITABLE = (sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
+
+
+def _unwritable(exc: sqlite3.Error) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _UNWRITABLE
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -163,6 +184,19 @@ def _prepare_default_dir(directory: Path) -> None:
         tag.write_text(_CACHEDIR_TAG, encoding="utf-8")
 
 
+def open_default_store(notice: Callable[[str], None]) -> RolloutStore | None:
+    """The default store, `.car/store.sqlite` here; or, when it cannot be made or written here (a
+    read-only checkout is common in CI), None and one `notice`: the run goes on without a store."""
+    try:
+        return RolloutStore(default_store_path())
+    except StoreUnavailable as exc:
+        notice(
+            f"car: note: {exc.what}; running without a store, so nothing is kept for a rerun "
+            "(choose one with --store PATH, or --no-store to run without one)"
+        )
+        return None
+
+
 @dataclass(frozen=True)
 class StoreInfo:
     path: str
@@ -207,13 +241,18 @@ class RolloutStore:
                 "run without a store (--no-store)"
             )
         if create:
-            if self.path.parent.name == DEFAULT_DIR:
-                _prepare_default_dir(self.path.parent)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                if self.path.parent.name == DEFAULT_DIR:
+                    _prepare_default_dir(self.path.parent)
+                else:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailable(self.path, os_reason(exc)) from None
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0)
         except sqlite3.Error as exc:
+            if _unwritable(exc):
+                raise StoreUnavailable(self.path, str(exc)) from None
             raise StoreError(
                 f"{self.path}: cannot open the store ({exc}); {_way_out(self.path)}"
             ) from None
@@ -227,6 +266,8 @@ class RolloutStore:
             ) from None
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            if _unwritable(exc):  # a read-only directory or file, not damage: never suggest deleting it
+                raise StoreUnavailable(self.path, str(exc)) from None
             raise StoreError(
                 f"{self.path}: not a usable car store ({exc}); {_way_out(self.path)}"
             ) from None
