@@ -11,10 +11,11 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from typer.core import TyperArgument, TyperCommand
 
 from car.errors import CarError
 from car.formats import OutputFormat
@@ -24,6 +25,53 @@ _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c._
 _ClickException: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
 )
+# A group called without a command (`car`, `car cache`) raises this (click 8.2 and later) to show its
+# help; an empty tuple catches nothing where it does not exist.
+_NoArgsIsHelp: tuple[type[Exception], ...] = tuple(
+    c for c in [getattr(sys.modules[_UsageError.__module__], "NoArgsIsHelpError", None)] if c
+)
+
+
+class _Command(TyperCommand):
+    """Help as users read it: an argument shows as its metavar (`TRACE...`) in the usage line and in
+    the Arguments section alike, never with typer's Python type (`TRACE <list[str]>`) or in braces;
+    options show the metavars given with them."""
+
+    # `ctx` and `formatter` are click's or typer's vendored copy of it, by typer version.
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if isinstance(param, TyperArgument):
+                arguments.append((_argument_name(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param: TyperArgument) -> str:
+    name = param.metavar or (param.name or "").upper()
+    return f"{name}..." if param.nargs != 1 else name
+
+
+def _examples(*lines: str) -> str:
+    """A command's epilog: its example command lines, shown as written (`\\b` stops rewrapping)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
 
 app = typer.Typer(
     name="car",
@@ -60,6 +108,17 @@ _DEBUG = False
 _DEBUG_OPTION = typer.Option("--debug", help="Show tracebacks.")
 
 
+def _choices(names: type[StrEnum]) -> str:
+    return "|".join(names)
+
+
+_FORMAT_OPTION = typer.Option("--format", help="Report format.", metavar=_choices(Format))
+_OUTPUT_OPTION = typer.Option("-o", "--output", help="Write the report here.", metavar="FILE")
+_STORE_OPTION = typer.Option(
+    "--store", help="Rollout store file (default .car/store.sqlite).", metavar="FILE"
+)
+
+
 def _stderr() -> Console:
     return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
 
@@ -92,7 +151,13 @@ def _root(
     """car: causal agent replay."""
 
 
-@app.command()
+@app.command(
+    cls=_Command,
+    epilog=_examples(
+        "car blame traces/support-refund.json",
+        "car blame traces/ --format markdown -o summary.md",
+    ),
+)
 def blame(
     ctx: typer.Context,
     traces: Annotated[
@@ -102,70 +167,101 @@ def blame(
         ),
     ],
     source_format: Annotated[
-        str, typer.Option("--from", help="Format of the trace files (see `car import --help`).")
+        str,
+        typer.Option(
+            "--from", help="Format of the trace files (see `car import --help`).", metavar="FORMAT"
+        ),
     ] = "auto",
     item: Annotated[
-        int | None, typer.Option(help="Which run of a file that holds several (0-based).")
+        int | None,
+        typer.Option(help="Which run of a file that holds several (0-based).", metavar="N"),
     ] = None,
-    policy: Annotated[str | None, typer.Option(help="Policy spec (default: the trace's).")] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="Policy spec (default: the trace's).", metavar="SPEC")
+    ] = None,
     env: Annotated[
-        str | None, typer.Option(help="Environment spec (default: trace's, else recorded).")
+        str | None,
+        typer.Option(help="Environment spec (default: trace's, else recorded).", metavar="SPEC"),
     ] = None,
-    scorer: Annotated[str | None, typer.Option(help="Scorer spec (default: the trace's).")] = None,
+    scorer: Annotated[
+        str | None, typer.Option(help="Scorer spec (default: the trace's).", metavar="SPEC")
+    ] = None,
     samples: Annotated[
-        int, typer.Option(help="Samples per decision step (a rollout may serve several steps).")
+        int,
+        typer.Option(help="Samples per decision step (a rollout may serve several steps).", metavar="N"),
     ] = 32,
-    match_samples: Annotated[int, typer.Option(help="Draws per step for the action-match rate.")] = 8,
-    seed: Annotated[int, typer.Option(help="Keys all randomness: same seed, same report.")] = 0,
-    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once, across all traces.")] = 8,
-    level: Annotated[float, typer.Option(help="Two-sided interval level.")] = 0.95,
-    min_effect: Annotated[float, typer.Option(help="Smallest rescue effect that counts.")] = 0.1,
+    match_samples: Annotated[
+        int, typer.Option(help="Draws per step for the action-match rate.", metavar="N")
+    ] = 8,
+    seed: Annotated[
+        int, typer.Option(help="Keys all randomness: same seed, same report.", metavar="N")
+    ] = 0,
+    concurrency: Annotated[
+        int, typer.Option(help="Rollouts in flight at once, across all traces.", metavar="N")
+    ] = 8,
+    level: Annotated[float, typer.Option(help="Two-sided interval level.", metavar="P")] = 0.95,
+    min_effect: Annotated[
+        float, typer.Option(help="Smallest rescue effect that counts.", metavar="P")
+    ] = 0.1,
     method: Annotated[
-        MethodName, typer.Option(help="contrastive, shapley, or auto (Shapley when credit is shared).")
+        MethodName,
+        typer.Option(
+            help="contrastive, shapley, or auto (Shapley when credit is shared).",
+            metavar=_choices(MethodName),
+        ),
     ] = MethodName.auto,
     players: Annotated[
-        str, typer.Option(help="Shapley players: steps, agents, or step groups like '0,1;2,3'.")
+        str,
+        typer.Option(
+            help="Shapley players: steps, agents, or step groups like '0,1;2,3'.",
+            metavar="steps|agents|GROUPS",
+        ),
     ] = "steps",
     shapley: Annotated[
         ShapleyName,
-        typer.Option(help="Shapley estimator: permutation (fork-walks), exact, or auto (the walks)."),
+        typer.Option(
+            help="Shapley estimator: permutation (fork-walks), exact, or auto (the walks).",
+            metavar=_choices(ShapleyName),
+        ),
     ] = ShapleyName.auto,
     budget: Annotated[
         int | None,
         typer.Option(
             help="Most rollouts per trace for Shapley (default 1000) or, with --adaptive, for the "
-            "adaptive contrastive run (default 32 per decision step)."
+            "adaptive contrastive run (default 32 per decision step).",
+            metavar="N",
         ),
     ] = None,
     budget_calls: Annotated[
-        int | None, typer.Option(help="Most policy calls Shapley may make (default: no cap).")
+        int | None,
+        typer.Option(help="Most policy calls Shapley may make (default: no cap).", metavar="N"),
     ] = None,
     target_width: Annotated[
         float | None,
         typer.Option(
             help="Stop early once every interval that is still open has at most this half-width "
-            "(Shapley values; with --adaptive, the undecided steps' effects)."
+            "(Shapley values; with --adaptive, the undecided steps' effects).",
+            metavar="W",
         ),
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
+    fmt: Annotated[Format, _FORMAT_OPTION] = Format.table,
+    output: Annotated[Path | None, _OUTPUT_OPTION] = None,
     report: Annotated[
         list[str] | None,
         typer.Option(
             "--report",
-            help="Also write FORMAT=PATH (repeatable).",
+            help="Also write FORMAT=FILE (repeatable).",
             show_default=False,
-            metavar="FORMAT=PATH",
+            metavar="FORMAT=FILE",
         ),
     ] = None,
-    store: Annotated[
-        Path | None, typer.Option(help="Rollout store file (default .car/store.sqlite).")
-    ] = None,
+    store: Annotated[Path | None, _STORE_OPTION] = None,
     no_store: Annotated[
         bool, typer.Option("--no-store", help="Neither read nor write a store.")
     ] = False,
     min_match_rate: Annotated[
-        float | None, typer.Option(help="Gate: exit 1 if the action-match rate is below this.")
+        float | None,
+        typer.Option(help="Gate: exit 1 if the action-match rate is below this.", metavar="P"),
     ] = None,
     fail_on_abstain: Annotated[
         bool, typer.Option("--fail-on-abstain", help="Gate: exit 1 if no step can be named.")
@@ -185,10 +281,12 @@ def blame(
         bool, typer.Option("--fail-fast", help="Stop at the first failing trace.")
     ] = False,
     max_rollouts: Annotated[
-        int | None, typer.Option(help="Rollouts allowed for the whole run (stored ones count).")
+        int | None,
+        typer.Option(help="Rollouts allowed for the whole run (stored ones count).", metavar="N"),
     ] = None,
     max_policy_calls: Annotated[
-        int | None, typer.Option(help="Policy calls allowed for the whole run (estimated per trace).")
+        int | None,
+        typer.Option(help="Policy calls allowed for the whole run (estimated per trace).", metavar="N"),
     ] = None,
     price: Annotated[
         list[str] | None,
@@ -202,11 +300,16 @@ def blame(
         bool,
         typer.Option("--dry-run", help="Print the estimate only (JSON with --format json or jsonl)."),
     ] = False,
-    shard: Annotated[str | None, typer.Option(help="Attribute only shard K/N of the traces.")] = None,
+    shard: Annotated[
+        str | None, typer.Option(help="Attribute only shard K/N of the traces.", metavar="K/N")
+    ] = None,
     executor: Annotated[
-        str, typer.Option(help="local, or ray (pip install 'car-blame[ray]').")
+        str,
+        typer.Option(help="local, or ray (pip install 'car-blame[ray]').", metavar="local|ray"),
     ] = "local",
-    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: local).")] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: local).", metavar="URL")
+    ] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress display.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
@@ -220,27 +323,36 @@ def blame(
     ] = False,
     confidence: Annotated[
         float,
-        typer.Option(help="With --adaptive: interval level and certification level (1 - delta)."),
+        typer.Option(
+            help="With --adaptive: interval level and certification level (1 - delta).", metavar="P"
+        ),
     ] = 0.95,
     base_url: Annotated[
-        str | None, typer.Option(help="Model server URL (default: OPENAI_BASE_URL / vendor URL).")
+        str | None,
+        typer.Option(help="Model server URL (default: OPENAI_BASE_URL / vendor URL).", metavar="URL"),
     ] = None,
     api_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable holding the API key.")
+        str | None,
+        typer.Option(help="Environment variable holding the API key.", metavar="NAME"),
     ] = None,
     temperature: Annotated[
-        float | None, typer.Option(help="Send this temperature (default: the recorded one).")
+        float | None,
+        typer.Option(help="Send this temperature (default: the recorded one).", metavar="T"),
     ] = None,
-    top_p: Annotated[float | None, typer.Option(help="Send this top_p (default: recorded).")] = None,
+    top_p: Annotated[
+        float | None, typer.Option(help="Send this top_p (default: recorded).", metavar="P")
+    ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option(help="Send this max_tokens (default: recorded).")
+        int | None, typer.Option(help="Send this max_tokens (default: recorded).", metavar="N")
     ] = None,
     thinking: Annotated[
         str | None,
         typer.Option(
-            help="anthropic: thinking as off, adaptive or a token budget (default: as recorded; "
-            "a trace that shows thinking but not its settings gets a budget of 4096).",
+            help="Extended thinking of anthropic:MODEL policies: off, adaptive, or a budget of N "
+            "tokens (1024 or more). Default: as recorded (a budget of 4096 for a trace that shows "
+            "thinking but not its settings).",
             show_default=False,
+            metavar="off|adaptive|N",
         ),
     ] = None,
 ) -> None:
@@ -317,7 +429,7 @@ def blame(
         raise SystemExit(code)
 
 
-@app.command()
+@app.command(cls=_Command)
 def plugins(debug: Annotated[bool, _DEBUG_OPTION] = False) -> None:
     """List the policies, environments and scorers available, and where each comes from."""
     from car.plugins import describe_plugins
@@ -325,16 +437,24 @@ def plugins(debug: Annotated[bool, _DEBUG_OPTION] = False) -> None:
     print(describe_plugins(), end="")
 
 
-@app.command()
+@app.command(
+    cls=_Command,
+    epilog=_examples("car validate traces/support-refund.json", "car validate traces/"),
+)
 def validate(
     trace: Annotated[
         Path,
         typer.Argument(
-            help="A trace file (any format car imports) or a directory of them.", show_default=False
+            help="A trace file (any format car imports) or a directory of them.",
+            show_default=False,
+            metavar="TRACE",
         ),
     ],
     source_format: Annotated[
-        str, typer.Option("--from", help="Format of the file(s); default: sniffed per file.")
+        str,
+        typer.Option(
+            "--from", help="Format of the file(s); default: sniffed per file.", metavar="FORMAT"
+        ),
     ] = "auto",
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
@@ -371,22 +491,40 @@ def validate(
         )
 
 
-@app.command("import")
+@app.command(
+    "import",
+    cls=_Command,
+    epilog=_examples(
+        "car import chat.json -o trace.json      # the format is sniffed; --from names it",
+        "car import tau-bench.json -o runs/      # a file of several runs: one trace each",
+    ),
+)
 def import_(
-    file: Annotated[Path, typer.Argument(help="A trace in a foreign format.", show_default=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(help="A trace in a foreign format.", show_default=False, metavar="FILE"),
+    ],
     source_format: Annotated[
         str,
         typer.Option(
             "--from",
             help="auto (sniff), car, who-and-when, tau-bench, inspect, otel, openai-responses, "
             "anthropic, openai-chat, or an installed importer plugin.",
+            metavar="FORMAT",
         ),
     ] = "auto",
     output: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="Write the trace here (a directory for several runs)."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write the trace here (a directory for several runs).",
+            metavar="PATH",
+        ),
     ] = None,
-    item: Annotated[int | None, typer.Option(help="Import only this run (0-based).")] = None,
+    item: Annotated[
+        int | None, typer.Option(help="Import only this run (0-based).", metavar="N")
+    ] = None,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Convert a foreign trace (chat log, OTLP spans, Inspect log, ...) into a car trace."""
@@ -396,9 +534,11 @@ def import_(
         print(line, file=sys.stderr)
 
 
-@app.command()
+@app.command(cls=_Command)
 def schema(
-    name: Annotated[SchemaName, typer.Argument(help="Which schema.")] = SchemaName.trace,
+    name: Annotated[
+        SchemaName, typer.Argument(help="Which schema.", metavar=_choices(SchemaName))
+    ] = SchemaName.trace,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Print the JSON Schema of the trace (or report) format."""
@@ -412,10 +552,8 @@ def schema(
 cache_app = typer.Typer(help="Inspect or clear the rollout store.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
-_STORE_OPTION = typer.Option("--store", help="Store file (default .car/store.sqlite).")
 
-
-@cache_app.command("info")
+@cache_app.command("info", cls=_Command)
 def cache_info(
     store: Annotated[Path | None, _STORE_OPTION] = None,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
@@ -433,7 +571,7 @@ def cache_info(
     )
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", cls=_Command)
 def cache_clear(
     store: Annotated[Path | None, _STORE_OPTION] = None,
     force: Annotated[bool, typer.Option("--force", help="Delete even a file car did not make.")] = False,
@@ -447,9 +585,11 @@ def cache_clear(
     print(f"{path}: removed" if removed else f"{path}: nothing to remove")
 
 
-@app.command()
+@app.command(cls=_Command)
 def merge(
-    into: Annotated[Path, typer.Argument(help="The store to merge into (created if missing).")],
+    into: Annotated[
+        Path, typer.Argument(help="The store to merge into (created if missing).", metavar="INTO")
+    ],
     sources: Annotated[list[Path], typer.Argument(help="Shard stores to merge in.", metavar="SHARD")],
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
@@ -471,20 +611,32 @@ def merge(
     print(f"{into}: {info.rollouts} stored rollouts over {info.traces} traces; {info.results} reports")
 
 
-@app.command("report")
+@app.command(
+    "report",
+    cls=_Command,
+    epilog=_examples(
+        "car blame traces/support-refund.json --format json -o report.json",
+        "car report report.json --format html -o report.html",
+        "car report .car/store.sqlite --format markdown   # every stored report",
+    ),
+)
 def report_cmd(
     source: Annotated[
         Path,
         typer.Argument(
             help="A saved report (car.report/v1 JSON), a store file, or a JSONL of batch records.",
             show_default=False,
+            metavar="SOURCE",
         ),
     ],
-    fmt: Annotated[Format, typer.Option("--format", help="Report format.")] = Format.table,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report here.")] = None,
+    fmt: Annotated[Format, _FORMAT_OPTION] = Format.table,
+    output: Annotated[Path | None, _OUTPUT_OPTION] = None,
     trace: Annotated[
         Path | None,
-        typer.Option(help="The trace, for the HTML timeline (default: the report's trace_path)."),
+        typer.Option(
+            help="The trace, for the HTML timeline (default: the report's trace_path).",
+            metavar="FILE",
+        ),
     ] = None,
     pick: Annotated[
         str | None,
@@ -561,6 +713,9 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         print("car: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except _NoArgsIsHelp as exc:
+        exc.show()  # type: ignore[attr-defined]  # the help on stderr, exit 2, as click does
+        raise SystemExit(2) from None
     except _UsageError as exc:
         ctx = getattr(exc, "ctx", None)
         name = getattr(ctx, "info_name", None)

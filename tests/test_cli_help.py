@@ -1,0 +1,109 @@
+"""The command line's help: shown for a missing command, readable placeholders, examples that work."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TRACES
+
+COMMANDS = [
+    ["blame"],
+    ["validate"],
+    ["import"],
+    ["report"],
+    ["merge"],
+    ["schema"],
+    ["plugins"],
+    ["cache", "info"],
+    ["cache", "clear"],
+]
+WITH_EXAMPLES = ["blame", "validate", "import", "report"]
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [([], "Usage: car [OPTIONS] COMMAND [ARGS]..."), (["cache"], "Usage: car cache [OPTIONS] COMMAND")],
+    ids=["car", "car cache"],
+)
+def test_a_group_without_a_command_shows_its_help(run_cli, args: list[str], usage: str) -> None:  # type: ignore[no-untyped-def]
+    """click's convention for a group called without a command (its NoArgsIsHelpError): the help as
+    `--help` shows it, on stderr, and exit code 2 (a usage error). It was one flattened error line."""
+    r = run_cli(*args)
+    assert r.code == 2 and r.out == ""
+    lines = r.err.splitlines()
+    assert lines[0].startswith(usage), r.err
+    assert "Commands:" in lines and "car: error" not in r.err
+    help_ = run_cli(*args, "--help")
+    assert help_.code == 0 and help_.out == r.err
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_shows_placeholders_not_python_types(run_cli, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(*command, "--help")
+    assert r.code == 0, r.err
+    # typer showed `TRACE <list[str]>`, `--samples <int>`, and arguments as `{TRACE}...` or `{trace}`.
+    assert not re.search(r"[<>{}]", r.out), r.out
+    usage = r.out.splitlines()[0]
+    arguments = usage.split("[OPTIONS]", 1)[1].split()
+    for name in arguments:  # one spelling: upper case (a choice of words is written as the words)
+        assert re.fullmatch(r"\[?([A-Z]+|[a-z|]+)\]?(\.\.\.)?", name), usage
+        shown = name.removeprefix("[").removesuffix("]")
+        if shown.removesuffix("...").isupper():  # the Arguments section spells it the same way
+            assert re.search(rf"^  {re.escape(shown)}  ", r.out, re.M), r.out
+
+
+def test_blame_help_shows_an_example_and_the_thinking_option(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", "--help")
+    assert "Usage: car blame [OPTIONS] TRACE...\n" in r.out
+    assert "    car blame traces/support-refund.json\n" in r.out
+    assert "<list[str]>" not in r.out and "--thinking off|adaptive|N" in r.out
+    thinking = " ".join(r.out.split("--thinking off|adaptive|N", 1)[1].split("--help")[0].split())
+    assert thinking.startswith("Extended thinking of anthropic:MODEL policies: off, adaptive, or a")
+    assert "(1024 or more)" in thinking
+
+
+def test_a_bad_thinking_value_is_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("blame", "--thinking", "1000", tmp_path / "x.json")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [
+        "car: error: --thinking must be off, adaptive or a budget of at least 1024 tokens, got '1000'"
+    ]
+
+
+def _examples(help_text: str) -> list[str]:
+    lines = help_text.split("Examples:\n", 1)[1].splitlines()
+    return [line.strip() for line in lines if line.strip()]
+
+
+def test_every_help_example_works_offline(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Each example of each command, run as written in a folder holding the bundled traces (and,
+    for `car import`, two foreign files under the names the examples use)."""
+    shutil.copytree(TRACES, tmp_path / "traces")
+    fixtures = ROOT / "tests" / "fixtures" / "importers"
+    shutil.copy(fixtures / "openai_chat.json", tmp_path / "chat.json")
+    shutil.copy(fixtures / "tau_bench.json", tmp_path / "tau-bench.json")
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for command in WITH_EXAMPLES:
+        examples = _examples(run_cli(command, "--help").out)
+        assert 1 <= len(examples) <= 3 and any(e.startswith(f"car {command} ") for e in examples)
+        for example in examples:
+            args = shlex.split(example, comments=True)
+            assert args[0] == "car"
+            r = run_cli(*args[1:], "--debug")
+            assert r.code == 0, (example, r.err)
+            ran += 1
+    assert ran >= 8
+    assert (tmp_path / "summary.md").read_text().startswith("## car blame")
+    assert (tmp_path / "report.html").stat().st_size > 0
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "tau-bench_tau-bench_task-3_trial-0.json",
+        "tau-bench_tau-bench_task-4_trial-0.json",
+    ]
