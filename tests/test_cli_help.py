@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,32 @@ def test_every_help_example_works_offline(
         "tau-bench_tau-bench_task-3_trial-0.json",
         "tau-bench_tau-bench_task-4_trial-0.json",
     ]
+
+
+def test_the_loopback_server_help_says_what_it_is_for_and_its_example_works(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`python -m car.testing --help` had no description; its example is run here as written, against
+    the server it describes (started in-process, on the port it chose)."""
+    from car.backends import openai as openai_backend
+    from car.sim import scenario_for
+    from car.testing import LoopbackServer, ScenarioModel
+
+    done = subprocess.run(
+        [sys.executable, "-m", "car.testing", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    text = " ".join(done.stdout.split())
+    assert "A local model server speaking the OpenAI and Anthropic APIs, to try `car blame`" in text
+    example = done.stdout.split("example:\n", 1)[1].replace("\\\n", " ").splitlines()
+    serve, blame = (shlex.split(line, comments=True) for line in example[:2])
+    assert serve == ["python", "-m", "car.testing", "--scenario", "support-refund"]
+    assert blame[:2] == ["car", "blame"] and "--base-url" in blame
+    Path("traces").symlink_to(TRACES)
+    openai_backend._CAPS.clear()  # capabilities are cached per base URL for the process
+    with LoopbackServer({"support-refund": ScenarioModel(scenario_for("support-refund"))}) as server:
+        port = server.url.split(":")[-1].split("/")[0]
+        r = run_cli(*(arg.replace("PORT", port) for arg in blame[1:]), "--no-store")
+    assert r.code == 0, r.err
+    assert "Step 1 (support: PLAN: refund the order) is where the run was decided" in r.out

@@ -533,11 +533,43 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from car.sim import SCENARIOS, scenario_for
 
-    ap = argparse.ArgumentParser(prog="python -m car.testing")
-    ap.add_argument("--scenario", action="append", default=[], choices=sorted(SCENARIOS))
-    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
-    ap.add_argument("--n", choices=["ok", "reject", "ignore"], default="ok")
-    ap.add_argument("--seed", choices=["honour", "ignore", "reject"], default="honour")
+    ap = argparse.ArgumentParser(
+        prog="python -m car.testing",
+        description="A local model server speaking the OpenAI and Anthropic APIs, to try `car blame`\n"
+        "against a real HTTP backend offline (and to test and benchmark backends). Each\n"
+        "--scenario serves a model of that name that decides as the simulated scenario's\n"
+        "policy does, so a blame run against it has an exact answer; any other model name\n"
+        "answers with a random word. Prints its base URL, then serves until interrupted.",
+        epilog="example:\n"
+        "  python -m car.testing --scenario support-refund      # prints http://127.0.0.1:PORT/v1\n"
+        "  car blame traces/support-refund.json --policy openai:support-refund \\\n"
+        "      --base-url http://127.0.0.1:PORT/v1              # names step 1\n"
+        "  (anthropic:support-refund works too; no API key is needed)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        choices=sorted(SCENARIOS),
+        metavar="NAME",
+        help=f"serve this scenario's model (repeatable): {', '.join(sorted(SCENARIOS))}",
+    )
+    ap.add_argument(
+        "--latency", type=float, default=0.0, metavar="SECONDS", help="added to every answer"
+    )
+    ap.add_argument(
+        "--n",
+        choices=["ok", "reject", "ignore"],
+        default="ok",
+        help="how the server treats n > 1 (several choices per request; default: ok)",
+    )
+    ap.add_argument(
+        "--seed",
+        choices=["honour", "ignore", "reject"],
+        default="honour",
+        help="how the server treats a request's seed (default: honour, answers are then deterministic)",
+    )
     args = ap.parse_args(argv)
     models: dict[str, ModelFn] = {name: ScenarioModel(scenario_for(name)) for name in args.scenario}
     models["*"] = TextModel()
