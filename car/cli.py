@@ -671,6 +671,7 @@ def _check_ranges(values: dict[str, object], confidence: float) -> None:
 
     from car.config import BACKEND_KEYS, Settings
     from car.errors import InputError
+    from car.jsonfile import describe_error, expected_value
 
     if not 0.5 <= confidence < 1:
         raise InputError(f"--confidence must be in [0.5, 1), got {confidence}")
@@ -681,7 +682,8 @@ def _check_ranges(values: dict[str, object], confidence: float) -> None:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         name = "--" + str(err["loc"][0]).replace("_", "-")
-        msg = str(err["msg"]).replace("Input should be", "must be")
+        value = expected_value(err)
+        msg = f"must be {value}" if value is not None else describe_error(err)
         raise InputError(f"{name} {msg}, got {err.get('input')!r}") from None
 
 

@@ -4,7 +4,9 @@ Precedence, highest first: command-line options, `CAR_*` environment variables (
 `CAR_BASE_URL=...`: the key upper-cased), the configuration file, the built-in defaults. The file is
 found by walking up from the working directory; `car.toml` (top-level keys) wins over pyproject.toml
 in the same directory, and a pyproject.toml without `[tool.car]` is skipped. Unknown keys and values of
-the wrong type are errors (exit 2) that name the file and the key, or the environment variable.
+the wrong type are errors (exit 2) that name the file and the key, or the environment variable: a file's
+values must have the key's type as written (`samples = "4"` is an error), while `CAR_*` variables,
+always text, are parsed as the key's type (`CAR_SAMPLES=4`).
 
     [tool.car]
     policy = "openai:gpt-4o-mini"
@@ -28,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from car.backends.options import base_url_problem, thinking_config
 from car.errors import InputError
+from car.jsonfile import describe_error
 
 __all__ = ["BACKEND_KEYS", "ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
 
@@ -120,21 +123,24 @@ def _read(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: cannot read: {exc}") from None
 
 
-def _validate(where: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> Settings:
+def _validate(
+    where: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None, *, strict: bool
+) -> Settings:
     """Settings from one source; an error names `where` and the key, or the name the user gave that
-    key (`names`: an environment variable)."""
+    key (`names`: an environment variable). `strict`: values must have their types already (a
+    file's `samples = "4"` is an error), else text is parsed (environment variables are text)."""
     for key in values:
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(KEYS)}"
             raise InputError(f"{where}: unknown key {key!r}{hint}")
     try:
-        return Settings.model_validate(dict(values))
+        return Settings.model_validate(dict(values), strict=strict)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         key = ".".join(str(p) for p in err["loc"])
         place = f"{where} {names[key]}" if names and key in names else f"{where}: {key}"
-        raise InputError(f"{place}: {err['msg']}; got {err.get('input')!r}") from None
+        raise InputError(f"{place}: {describe_error(err)}; got {err.get('input')!r}") from None
 
 
 def load_settings(
@@ -148,13 +154,13 @@ def load_settings(
         if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in KEYS
     }
     from_env = {key: env[name] for key, name in variables.items()}
-    env_settings = _validate("environment variable", from_env, variables)
+    env_settings = _validate("environment variable", from_env, variables, strict=False)
     found = find_config(start)
     if found is None:
         return env_settings, Settings()
     path, table = found
     where = f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
-    return env_settings, _validate(where, table)
+    return env_settings, _validate(where, table, strict=True)
 
 
 def resolve(

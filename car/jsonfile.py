@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from car.errors import InputError
 
 __all__ = [
     "PathError",
+    "describe_error",
     "describe_validation_error",
+    "expected_value",
     "json_path",
     "kind_of",
     "os_reason",
@@ -99,46 +102,110 @@ def reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# What a pydantic error type means, in the words a user of a JSON or TOML file knows.
 _EXPECTED = {
-    "model_type": "expected an object",
-    "model_attributes_type": "expected an object",
-    "dict_type": "expected an object",
-    "tuple_type": "expected an array",
-    "list_type": "expected an array",
-    "string_type": "expected a string",
-    "int_type": "expected an integer",
-    "int_parsing": "expected an integer",
-    "int_from_float": "expected an integer",
-    "float_type": "expected a number",
-    "float_parsing": "expected a number",
-    "bool_type": "expected true or false",
-    "bool_parsing": "expected true or false",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "dict_type": "an object",
+    "tuple_type": "an array",
+    "list_type": "an array",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a finite number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "none_required": "null",
 }
+_BOUNDS = {
+    "greater_than": ("gt", "more than"),
+    "greater_than_equal": ("ge", "at least"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "at most"),
+}
+_COUNTS = {"too_short": ("min_length", "at least"), "too_long": ("max_length", "at most")}
+_LENGTHS = {"string_too_short": ("min_length", "at least"), "string_too_long": ("max_length", "at most")}
+
+
+def expected_value(err: ErrorDetails) -> str | None:
+    """What a pydantic error says a value should have been, in plain words ("an integer", "at least
+    1", "at least one step", "'user' or 'tool'"), for "expected ..." and "must be ..." messages; None
+    for the errors that are not about a value's type or range (a validator's own message)."""
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    if kind in _EXPECTED:
+        return _EXPECTED[kind]
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        bound = ctx[key]  # 0 for a float field is 0.0 here
+        return f"{words} {int(bound) if isinstance(bound, float) and bound.is_integer() else bound}"
+    if kind in _COUNTS:
+        key, words = _COUNTS[kind]
+        return f"{words} {_count(ctx[key], _item_noun(err['loc']))}"
+    if kind in _LENGTHS:
+        key, words = _LENGTHS[kind]
+        if kind == "string_too_short" and ctx[key] == 1:
+            return "a non-empty string"
+        return f"a string of {words} {_count(ctx[key], 'character')}"
+    if kind in ("literal_error", "enum"):
+        return str(ctx["expected"])
+    return None
+
+
+def describe_error(err: ErrorDetails) -> str:
+    """The problem a pydantic error reports, in plain words, without the value received."""
+    kind = err["type"]
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        return "unknown field (check the spelling; `car schema` lists the fields)"
+    value = expected_value(err)
+    if value is not None:
+        return f"expected {value}"
+    return str(err["msg"]).removeprefix("Value error, ").replace("Input should be", "expected")
 
 
 def describe_validation_error(exc: ValidationError, source: str) -> str:
     """One line for a pydantic error: the most specific problem, its JSON path, what was expected."""
     errors = exc.errors(include_url=False)
     # The deepest location is the most specific complaint (a union reports each member's failure).
-    err = max(errors, key=lambda e: len([p for p in e["loc"] if not _is_union_tag(p)]))
-    loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+    err = max(errors, key=lambda e: len(_path(e)))
+    loc = _path(err)
     inner = (err.get("ctx") or {}).get("error")
     if isinstance(inner, PathError):
         return f"{source}: {json_path(inner.loc)}: {inner.msg}"
-    kind = err["type"]
-    if kind == "missing":
-        msg = "required field is missing"
-    elif kind == "extra_forbidden":
-        msg = "unknown field (check the spelling; `car schema` lists the fields)"
-    else:
-        msg = _EXPECTED.get(kind) or str(err["msg"]).removeprefix("Value error, ")
-        msg = msg.replace("Input should be", "expected")
+    msg = describe_error(err)
+    if err["type"] not in ("missing", "extra_forbidden"):
         got = err.get("input")
-        shown = kind_of(got) if isinstance(got, dict | list) else json.dumps(got, ensure_ascii=False)
-        msg = f"{msg}; got {shown[:60]}"
-    more = len(errors) - 1
+        if got == []:
+            shown = "an empty array"
+        elif isinstance(got, dict | list):
+            shown = kind_of(got)
+        else:
+            shown = json.dumps(got, ensure_ascii=False)[:60]
+        msg = f"{msg}; got {shown}"
+    # A failure at a location above this one is another member of the same union failing, not a
+    # problem of its own.
+    more = sum(1 for e in errors if e is not err and _path(e) != loc[: len(_path(e))])
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
     return f"{source}: {json_path(loc)}: {msg}{tail}"
+
+
+def _path(err: ErrorDetails) -> tuple[str | int, ...]:
+    return tuple(p for p in err["loc"] if not _is_union_tag(p))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"one {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _item_noun(loc: Sequence[str | int]) -> str:
+    """What an array at `loc` holds, from its name: `steps` holds steps, `tool_calls` tool calls."""
+    name = next((p for p in reversed(loc) if isinstance(p, str) and not _is_union_tag(p)), "")
+    return name[:-1].replace("_", " ") if name.endswith("s") and len(name) > 1 else "item"
 
 
 def _is_union_tag(part: str | int) -> bool:

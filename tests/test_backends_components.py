@@ -144,7 +144,7 @@ def test_car_toml_is_found_from_a_subfolder(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("[tool.car]\nsample = 3\n", "unknown key 'sample'; did you mean 'samples'?"),
-        ("[tool.car]\nsamples = 0\n", "samples: Input should be greater than or equal to 1"),
+        ("[tool.car]\nsamples = 0\n", "samples: expected at least 1; got 0"),
         ("[tool.car]\nsamples = 'many'\n", "samples"),
         ("[tool.car\n", "invalid TOML"),
     ],
@@ -159,9 +159,9 @@ def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("CAR_SAMPLES", "lots", "Input should be a valid integer, unable to parse string as an integer"),
-        ("CAR_CONCURRENCY", "0", "Input should be greater than or equal to 1"),
-        ("CAR_Min_Effect", "2", "Input should be less than 1"),  # named as the user spelled it
+        ("CAR_SAMPLES", "lots", "expected an integer"),
+        ("CAR_CONCURRENCY", "0", "expected at least 1"),
+        ("CAR_Min_Effect", "2", "expected less than 1"),  # named as the user spelled it
     ],
 )
 def test_bad_environment_value_names_the_variable(variable: str, value: str, message: str) -> None:

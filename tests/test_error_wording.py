@@ -1,0 +1,111 @@
+"""Error messages in the user's words: no pydantic phrases, no Python hints on the command line, one
+message per problem."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TRACES
+
+GOOD: dict[str, Any] = json.loads((TRACES / "support-refund.json").read_text())
+
+
+def _edited(fn: Callable[[dict[str, Any]], object]) -> str:
+    doc = json.loads(json.dumps(GOOD))
+    fn(doc)
+    return json.dumps(doc)
+
+
+# pydantic error type -> (an edit of a good trace, the whole message after the file name)
+PYDANTIC_WORDS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "too_short": (
+        lambda d: d.update(steps=[]),
+        "$.steps: expected at least one step; got an empty array",
+    ),
+    "too_short-actors": (
+        lambda d: d.update(actors=[]),
+        "$.actors: expected at least one actor; got an empty array",
+    ),
+    "string_too_short": (lambda d: d.update(id=""), '$.id: expected a non-empty string; got ""'),
+    "missing": (lambda d: d["steps"][0].pop("actor"), "$.steps[0].actor: required field is missing"),
+    "int_type": (
+        lambda d: d["steps"][0].update(index="0"),
+        '$.steps[0].index: expected an integer; got "0"',
+    ),
+    "greater_than_equal": (
+        lambda d: d["steps"][0].update(index=-1),
+        "$.steps[0].index: expected at least 0; got -1",
+    ),
+    "less_than_equal": (
+        lambda d: d["outcome"].update(score=3),
+        "$.outcome.score: expected at most 1; got 3",
+    ),
+    "literal_error": (
+        lambda d: d["actors"][0].update(kind="robot"),
+        "$.actors[0].kind: expected 'agent', 'user', 'tool' or 'other'; got \"robot\"",
+    ),
+    # The other member of the union (context = "prefix") failing is not a second problem.
+    "literal_error-in-union": (
+        lambda d: d["steps"][1].update(context=[{"role": "robot", "content": "x"}]),
+        "$.steps[1].context[0].role: expected 'system', 'user', 'assistant' or 'tool'; got \"robot\"",
+    ),
+    "extra_forbidden": (
+        lambda d: d["steps"][0].update(colour="red"),
+        "$.steps[0].colour: unknown field (check the spelling; `car schema` lists the fields)",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PYDANTIC_WORDS))
+def test_trace_errors_use_plain_words(run_cli, tmp_path: Path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """Empty steps read "Tuple should have at least 1 item after validation, not 0" (pydantic's)."""
+    edit, expected = PYDANTIC_WORDS[kind]
+    path = tmp_path / "t.json"
+    path.write_text(_edited(edit))
+    r = run_cli("validate", path)
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [f"car: error: {path}: {expected}"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('samples = "4"', "samples: expected an integer; got '4'"),
+        ("samples = true", "samples: expected an integer; got True"),
+        ("samples = 4.0", "samples: expected an integer; got 4.0"),
+        ('level = "0.9"', "level: expected a number; got '0.9'"),
+        ("policy = 3", "policy: expected a string; got 3"),
+    ],
+)
+@pytest.mark.parametrize("file", ["car.toml", "pyproject.toml"])
+def test_configuration_values_must_have_their_type(
+    run_cli,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    file: str,
+    text: str,
+    message: str,
+) -> None:
+    """docs/backends.md: values of the wrong type are errors. `samples = "4"` was read as 4."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / file).write_text(text + "\n" if file == "car.toml" else f"[tool.car]\n{text}\n")
+    where = f"{tmp_path / file}: [tool.car]" if file == "pyproject.toml" else str(tmp_path / file)
+    r = run_cli("blame", TRACES / "support-refund.json", "--no-store")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [f"car: error: {where}: {message}"]
+
+
+def test_environment_variables_are_text_parsed_as_the_key_type(run_cli) -> None:  # type: ignore[no-untyped-def]
+    from car.config import resolve
+
+    values = {"CAR_SAMPLES": "4", "CAR_LEVEL": "0.9", "CAR_TIMEOUT": "30"}
+    out = resolve({"samples": 32, "level": 0.95}, set(), values, Path("/"))
+    assert (out["samples"], out["level"], out["timeout"]) == (4, 0.9, 30.0)
+    (Path.cwd() / "car.toml").write_text("samples = 4\nlevel = 0.9\ntimeout = 30\nthinking = 8000\n")
+    out = resolve({"samples": 32, "level": 0.95}, set(), {})
+    assert (out["samples"], out["level"], out["timeout"], out["thinking"]) == (4, 0.9, 30.0, "8000")
