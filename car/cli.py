@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperArgument, TyperCommand
 
-from car.errors import CarError
+from car.errors import COMMAND_LINE, CarError
 from car.formats import OutputFormat
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
@@ -703,6 +703,7 @@ def main(argv: list[str] | None = None) -> None:
         option = args[i - 1] if i > 0 and args[i - 1].startswith("-") else None
         what = f"{option}: an empty value" if option else "an empty argument"
         _fail(CarError(f"{what} (''); give a path or a value"), 2)
+    token = COMMAND_LINE.set(True)  # messages name options (`--item N`), not Python arguments
     try:
         rv = app(args=args, prog_name="car", standalone_mode=False)
         # Typer turns Ctrl-C into an exit code it returns rather than raises (standalone off).
@@ -731,3 +732,5 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("car: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        COMMAND_LINE.reset(token)  # in-process callers (tests) go on in Python

@@ -12,7 +12,21 @@ reported, never scored) and never escapes to the user.
 
 from __future__ import annotations
 
-__all__ = ["BackendError", "BudgetError", "CarError", "InputError", "RolloutError", "SpecError"]
+from contextvars import ContextVar
+
+__all__ = [
+    "COMMAND_LINE",
+    "BackendError",
+    "BudgetError",
+    "CarError",
+    "InputError",
+    "RolloutError",
+    "SpecError",
+]
+
+# True while the `car` command runs (`car.cli.main` sets it): a message that says how to fix the
+# input names the command line's option there (`--item N`), the Python argument elsewhere (`item=N`).
+COMMAND_LINE: ContextVar[bool] = ContextVar("car_command_line", default=False)
 
 
 class CarError(Exception):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TRACES
+from tests.conftest import ROOT, TRACES
 
 GOOD: dict[str, Any] = json.loads((TRACES / "support-refund.json").read_text())
 
@@ -109,3 +109,36 @@ def test_environment_variables_are_text_parsed_as_the_key_type(run_cli) -> None:
     (Path.cwd() / "car.toml").write_text("samples = 4\nlevel = 0.9\ntimeout = 30\nthinking = 8000\n")
     out = resolve({"samples": 32, "level": 0.95}, set(), {})
     assert (out["samples"], out["level"], out["timeout"], out["thinking"]) == (4, 0.9, 30.0, "8000")
+
+
+SEVERAL_RUNS = ROOT / "tests" / "fixtures" / "importers" / "tau_bench.json"  # two runs
+
+
+def test_a_file_of_several_runs_names_the_option_on_the_command_line(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The command line suggested `(load_any(path, item=N))` to its user."""
+    r = run_cli("blame", SEVERAL_RUNS, "--no-store")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [
+        f"car: error: {SEVERAL_RUNS}: holds 2 runs (0: $[0], 1: $[1]); pick one with --item N, or "
+        "split them with `car import FILE -o DIR`"
+    ]
+    r = run_cli("blame", SEVERAL_RUNS, "--no-store", "--item", "2")
+    assert r.err.splitlines() == [
+        f"car: error: {SEVERAL_RUNS}: --item 2 is out of range: the file holds 2 runs (0 to 1)"
+    ]
+
+
+def test_a_file_of_several_runs_names_the_argument_in_python(run_cli) -> None:  # type: ignore[no-untyped-def]
+    import car
+    from car.errors import InputError
+    from car.importers import load_any
+
+    run_cli("validate", SEVERAL_RUNS)  # the command line, run in this process first, says --item
+    with pytest.raises(InputError) as info:
+        car.blame(SEVERAL_RUNS)
+    assert str(info.value).endswith(
+        "pick one with car.importers.load_any(path, item=N), or split them with `car import FILE -o DIR`"
+    )
+    assert "--item" not in str(info.value)
+    with pytest.raises(InputError, match=r": item=2 is out of range: the file holds 2 runs"):
+        load_any(SEVERAL_RUNS, item=2)

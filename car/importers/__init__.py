@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from car.errors import CarError, InputError
+from car.errors import COMMAND_LINE, CarError, InputError
 from car.importers.base import At, Builder, Document, Importer, read_document
 from car.importers.registry import detect, get_importer, importers, known
 from car.trace import Trace
@@ -77,8 +77,9 @@ def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Tr
     traces = import_file(path, fmt)
     if item is not None:
         if not 0 <= item < len(traces):
+            given = f"--item {item}" if COMMAND_LINE.get() else f"item={item}"
             raise InputError(
-                f"{path}: --item {item} is out of range: the file holds {len(traces)} run"
+                f"{path}: {given} is out of range: the file holds {len(traces)} run"
                 f"{'s' if len(traces) != 1 else ''} (0 to {len(traces) - 1})"
             )
         return traces[item]
@@ -88,8 +89,9 @@ def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Tr
             for i, t in enumerate(traces[:5])
         )
         more = f", … ({len(traces)} in all)" if len(traces) > 5 else ""
+        pick = "--item N" if COMMAND_LINE.get() else "car.importers.load_any(path, item=N)"
         raise InputError(
-            f"{path}: holds {len(traces)} runs ({shown}{more}); pick one with --item N "
-            "(load_any(path, item=N)), or split them with `car import FILE -o DIR`"
+            f"{path}: holds {len(traces)} runs ({shown}{more}); pick one with {pick}, or split "
+            "them with `car import FILE -o DIR`"
         )
     return traces[0]
