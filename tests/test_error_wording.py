@@ -142,3 +142,43 @@ def test_a_file_of_several_runs_names_the_argument_in_python(run_cli) -> None:  
     assert "--item" not in str(info.value)
     with pytest.raises(InputError, match=r": item=2 is out of range: the file holds 2 runs"):
         load_any(SEVERAL_RUNS, item=2)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("trailing-comma.json", '{"version": "car.trace/v1", "steps": [1,]}', "line 1 column 41"),
+        ("missing-comma.json", '{\n  "a": 1\n  "b": 2\n}', "line 3 column 3"),
+        ("bad-line.jsonl", '{"a": 1}\n{"b":\n', "line 2 column 6"),
+    ],
+)
+@pytest.mark.parametrize("command", ["blame", "validate", "import"])
+def test_malformed_json_is_one_message_with_its_line_and_column(
+    run_cli,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    command: str,
+    name: str,
+    content: str,
+    message: str,
+) -> None:
+    """It also said "not a trace format car recognises; car knows: ..." after the JSON error."""
+    path = tmp_path / name
+    path.write_text(content)
+    r = run_cli(command, path)
+    assert r.code == 2 and r.out == ""
+    (line,) = r.err.splitlines()
+    assert line.startswith(f"car: error: {path}: {message}: invalid JSON: "), line
+    assert "recognises" not in line
+
+
+def test_an_unknown_format_names_the_option_or_the_argument(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from car.errors import InputError
+    from car.importers import load_any
+
+    path = tmp_path / "x.json"
+    path.write_text("[1, 2]")
+    r = run_cli("validate", path)
+    assert r.err.startswith(f"car: error: {path}: not a trace format car recognises; car knows: ")
+    assert r.err.endswith(" (name one with --from NAME)\n")
+    with pytest.raises(InputError, match=r"\(name one with fmt=NAME\)$"):
+        load_any(path)

@@ -46,11 +46,13 @@ def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
         name = detect(doc.data, doc.path)
         if name is None and isinstance(doc.data, dict) and ("steps" in doc.data or "actors" in doc.data):
             name = "car"  # a native trace with a broken header: let its validation say what is wrong
+        if name is None and doc.problem:  # not JSON (nor an Inspect log): that is the whole story
+            raise InputError(f"{doc.path}: {doc.problem}")
         if name is None:
-            why = f"{doc.problem}; " if doc.problem else ""
+            option = "--from NAME" if COMMAND_LINE.get() else "fmt=NAME"
             raise InputError(
-                f"{doc.path}: {why}not a trace format car recognises; car knows: {known()} "
-                "(name one with --from)"
+                f"{doc.path}: not a trace format car recognises; car knows: {known()} "
+                f"(name one with {option})"
             )
         imp = get_importer(name)
     else:
