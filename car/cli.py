@@ -250,9 +250,9 @@ def blame(
         list[str] | None,
         typer.Option(
             "--report",
-            help="Also write FORMAT=FILE (repeatable).",
+            help="Also write FORMAT=PATH (repeatable).",
             show_default=False,
-            metavar="FORMAT=FILE",
+            metavar="FORMAT=PATH",
         ),
     ] = None,
     store: Annotated[Path | None, _STORE_OPTION] = None,
