@@ -15,7 +15,9 @@ import asyncio
 import glob
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import os
+import stat
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -26,6 +28,7 @@ from car.report import Report
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
+from car.tracefiles import TRACE_SUFFIXES, Entry, checked, natural_key, walk
 
 __all__ = [
     "ESTIMATE_VERSION",
@@ -35,12 +38,14 @@ __all__ = [
     "BudgetGuard",
     "TraceResult",
     "WorkEstimate",
+    "as_paths",
     "backend_failure",
     "blame_many",
     "blame_many_async",
     "check_caps",
     "deliver",
     "estimate_trace",
+    "expand",
     "expand_paths",
     "in_shard",
     "load_any_trace",
@@ -50,42 +55,76 @@ __all__ = [
 
 RECORD_VERSION = "car.record/v1"
 ESTIMATE_VERSION = "car.estimate/v1"
-TRACE_SUFFIXES = (".json", ".jsonl", ".eval")
 Status = Literal["ok", "gate", "input-error", "backend-error", "budget"]
 _EXIT = {"ok": EXIT_OK, "gate": EXIT_GATE, "input-error": EXIT_USAGE, "backend-error": EXIT_BACKEND}
 _EXIT["budget"] = EXIT_GATE
+# What `blame_many` takes: one path (a file, a directory or a glob), or several.
+Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 
 # -- inputs -------------------------------------------------------------------------------------
-def expand_paths(items: Sequence[str | Path]) -> list[str]:
-    """Files named directly, every trace file under a directory (hidden ones skipped), and glob
-    matches, in a stable order without duplicates. A directory or glob that matches nothing is an
-    input error; a missing plain file is kept, so it becomes that trace's error record."""
-    out: list[str] = []
+def as_paths(paths: Paths) -> list[str | os.PathLike[str]]:
+    """`paths` as a list: one `str` or `os.PathLike` is one path (never its characters)."""
+    if isinstance(paths, str | os.PathLike):
+        return [paths]
+    what = "paths: expected a path or a list of paths (str or os.PathLike)"
+    if isinstance(paths, bytes | bytearray) or not isinstance(paths, Iterable):
+        raise TypeError(f"{what}, got {type(paths).__name__} {paths!r:.80}")
+    items = list(paths)
     for item in items:
-        text = str(item)
-        p = Path(text)
-        if p.is_dir():
-            found = sorted(
-                str(f)
-                for f in p.rglob("*")
-                if f.is_file()
-                and f.suffix in TRACE_SUFFIXES
-                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+        if not isinstance(item, str | os.PathLike):
+            raise TypeError(f"{what}, got a list holding {type(item).__name__} {item!r:.80}")
+        if not os.fspath(item):  # '' would be '.', the working directory
+            raise InputError(
+                "an empty path (''); name a trace file, a directory ('.' for this one) or a glob"
             )
+    return items
+
+
+def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[Entry]:
+    """Files named directly, the trace files under each directory (`car.tracefiles`: the rule
+    `car validate` follows too) and glob matches, in a stable order without duplicates.
+
+    A directory or glob that matches nothing is an input error; a missing plain file is kept, so it
+    becomes that trace's error record, and so is an entry of a directory that cannot be read or
+    checked (an `Entry` with its error). `exclude` drops files a directory or glob found (a run's own
+    outputs, written there by its last run); a file named directly is always kept.
+    """
+
+    def wanted(e: Entry) -> bool:
+        return e.error is not None or exclude is None or not exclude(Path(e.path))
+
+    out: list[Entry] = []
+    for item in as_paths(items):
+        text = os.fspath(item)
+        if os.path.isdir(text):
+            found = [e for e in walk(text) if wanted(e)]
             if not found:
                 raise InputError(
                     f"{text}: no trace files ({', '.join(TRACE_SUFFIXES)}) in this directory"
                 )
-            out += found
-        elif any(ch in text for ch in "*?[") and not p.exists():
-            found = sorted(f for f in glob.glob(text, recursive=True) if Path(f).is_file())
+        elif any(ch in text for ch in "*?[") and not os.path.exists(text):
+            found = []
+            for match in sorted(glob.glob(text, recursive=True), key=natural_key):
+                what = checked(match)
+                if isinstance(what, Entry):
+                    found.append(what)
+                elif stat.S_ISREG(what.st_mode) and wanted(Entry(match)):
+                    found.append(Entry(match))
             if not found:
                 raise InputError(f"{text}: the pattern matches no file")
-            out += found
         else:
-            out.append(text)
-    return list(dict.fromkeys(out))
+            found = [Entry(text)]
+        out += found
+    unique: dict[str, Entry] = {}
+    for e in out:
+        unique.setdefault(e.path, e)
+    return list(unique.values())
+
+
+def expand_paths(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[str]:
+    """The paths `expand` finds (`items`: one path, or a list of files, directories and globs)."""
+    return [e.path for e in expand(items, exclude)]
 
 
 def load_any_trace(path: str, fmt: str = "auto", item: int | None = None) -> Trace:
@@ -546,16 +585,21 @@ class _Planned:
 
 
 def plan_batch(
-    paths: Sequence[str | Path],
+    paths: Paths,
     options: BatchOptions,
     shard: tuple[int, int] | None = None,
+    exclude: Callable[[Path], bool] | None = None,
 ) -> list[_Planned]:
-    """Load every trace (unreadable ones become error entries), keep this shard's, estimate each."""
+    """Load every trace (unreadable ones, and entries of a directory that cannot be read, become
+    error entries), keep this shard's, estimate each. `exclude`: see `expand`."""
     from car.attribution import _resolve_scorer
 
     planned: list[_Planned] = []
-    for path in expand_paths(paths):
+    for entry in expand(paths, exclude):
+        path = entry.path
         try:
+            if entry.error is not None:
+                raise InputError(entry.error)
             trace = load_any_trace(path, options.source_format, options.item)
         except CarError as exc:
             if options.debug:
@@ -608,7 +652,7 @@ def deliver(
 
 
 async def blame_many_async(
-    paths: Sequence[str | Path],
+    paths: Paths,
     *,
     options: BatchOptions | None = None,
     store: RolloutCache | None = None,
@@ -689,17 +733,24 @@ async def blame_many_async(
     return [r for r in results if r is not None]
 
 
-def blame_many(paths: Sequence[str | Path], **kwargs: Any) -> list[TraceResult]:
-    """Attribute every trace in `paths` (files, directories, globs) with one global concurrency limit.
+def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
+    """Attribute every trace in `paths` with one global concurrency limit; results in input order.
+
+    `paths` is one path (a `str` or `os.PathLike`: a file, a directory or a glob) or a list of them.
+    A directory gives every trace file below it, by the rule `car validate` follows too
+    (`car.tracefiles`: `.json`, `.jsonl` and `.eval` in any case, hidden names skipped, natural
+    order). Anything else is a TypeError.
 
     Keyword arguments: `options` (`BatchOptions`: policy, env, scorer, samples, gates, ...), `store`
     (a `car.store.RolloutStore` makes the batch resumable), `concurrency` (rollouts in flight across
     all traces), `traces_at_once`, `shard` ((K, N)), `fail_fast`, `max_rollouts`,
     `max_policy_calls`, `on_result` (called with each `TraceResult` as it finishes) and `progress`.
-    A trace that fails becomes an error result; the batch goes on.
+
+    A trace that fails becomes an error result and the batch goes on: a bad file or an entry of a
+    directory that cannot be read is an `input-error`.
 
     >>> import car
-    >>> results = car.blame_many(["traces/pivot.json"], options=car.BatchOptions(samples=8))
+    >>> results = car.blame_many("traces/pivot.json", options=car.BatchOptions(samples=8))
     >>> results[0].status
     'ok'
     """

@@ -39,6 +39,7 @@ from car.store import RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
 
 __all__ = [
+    "USAGE_COUNTERS",
     "BlameRequest",
     "check_outputs",
     "open_store",
@@ -65,8 +66,19 @@ def parse_reports(items: Sequence[str]) -> list[tuple[OutputFormat, Path]]:
     return out
 
 
+# The token counters the built-in model backends, judge and simulated environment report (as named
+# in car.backends.http; a test pins the two together, so `car blame` need not import httpx to check).
+USAGE_COUNTERS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+
+
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
-    """`COUNTER=USD` per million (`--price input_tokens=2.5 --price output_tokens=10`)."""
+    """`COUNTER=USD` per million (`--price input_tokens=2.5 --price output_tokens=10`); a counter
+    none of the backends reports (a typo would cost 0) is refused before any work."""
     prices = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -77,6 +89,11 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
         if not sep or not name.strip() or math.isnan(price):
             raise InputError(
                 f"--price {item!r}: expected COUNTER=USD_PER_MILLION, e.g. input_tokens=2.5"
+            )
+        if name.strip() not in USAGE_COUNTERS:
+            raise InputError(
+                f"--price {item!r}: no counter {name.strip()!r}; known counters: "
+                f"{', '.join(USAGE_COUNTERS)}"
             )
         if price < 0 or math.isinf(price):
             raise InputError(f"--price {item!r}: a price is a finite amount of 0 or more")
@@ -115,8 +132,11 @@ class BlameRequest:
 
 def _is_batch(paths: Sequence[str]) -> bool:
     # As in `expand_paths`: an existing file is that file, even when its name holds `[`, `*` or `?`.
-    p = Path(paths[0]) if len(paths) == 1 else None
-    return p is None or p.is_dir() or (any(c in paths[0] for c in "*?[") and not p.exists())
+    # os.path, not Path: a path car may not look at is a file, whose error names it, not a crash.
+    if len(paths) != 1:
+        return True
+    p = paths[0]
+    return os.path.isdir(p) or (any(c in p for c in "*?[") and not os.path.exists(p))
 
 
 def prepare_output(path: Path) -> None:
@@ -126,7 +146,7 @@ def prepare_output(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
-    if path.is_dir():
+    if os.path.isdir(path):
         raise InputError(f"{path}: cannot write the report (it is a directory; name a file)")
 
 
@@ -165,8 +185,8 @@ def check_outputs(req: BlameRequest) -> None:
                 )
     kept = [
         (trace, f"the trace {trace} it attributes")
-        for trace in (Path(p) for p in expand_paths(req.paths))
-        if trace.is_file()
+        for trace in (Path(p) for p in expand_paths(req.paths, own_outputs(req)))
+        if os.path.isfile(trace)
     ]
     if not req.no_store:
         store = req.store_path if req.store_path is not None else default_store_path()
@@ -175,6 +195,14 @@ def check_outputs(req: BlameRequest) -> None:
         for target, what in kept:
             if _same_file(path, target):
                 raise InputError(f"{flag} would overwrite {what}; write the report elsewhere")
+
+
+def own_outputs(req: BlameRequest) -> Callable[[Path], bool]:
+    """Whether a file a directory or glob found is one of this run's outputs (`-o`, `--report`):
+    its last run wrote it there, and running the same command again must resume, not read it as a
+    trace. A file named directly is still a trace, and `check_outputs` refuses to overwrite it."""
+    outputs = [p for p in (req.output, *(path for _, path in req.reports)) if p is not None]
+    return lambda found: any(_same_file(found, out) for out in outputs)
 
 
 def check_rerender_output(source: Path, output: Path | None) -> None:
@@ -266,7 +294,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     check_caps(req.max_rollouts, req.max_policy_calls)
     check_outputs(req)
 
-    planned = plan_batch(req.paths, req.options, req.shard)
+    planned = plan_batch(req.paths, req.options, req.shard, own_outputs(req))
     _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])
     estimate = total_estimate(planned)
     if req.dry_run:
@@ -380,6 +408,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     for res in results:
         if res.status in ("input-error", "backend-error") and not batch:
             print(f"car: error: {res.error}", file=sys.stderr)
+        elif res.status in ("input-error", "backend-error") and req.quiet:
+            # -q hides the progress lines and the summary that name them: the errors stay
+            error = res.error or res.status
+            where = "" if res.path and error.startswith(res.path) else f"{res.label}: "
+            print(f"car: error: {where}{error}", file=sys.stderr)
         elif res.status == "budget" and not batch:
             print(f"car: budget: {res.path}: {res.error}", file=sys.stderr)
         elif res.status == "gate" and not batch:

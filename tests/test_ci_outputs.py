@@ -1042,7 +1042,8 @@ def test_fail_on_blame_steps_that_no_trace_has_are_refused(
 def test_a_priced_counter_nobody_reports_is_noted(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`--price input_token=...` (a typo) would silently cost 0."""
+    """`--price output_tokens=...` for a run whose components count only input would silently cost 0
+    (a name no backend counts, a typo, is refused before any work: tests/test_batch_inputs.py)."""
     (work / "metered.py").write_text(
         "from car.sim import make\n"
         "class Metered:\n"
@@ -1056,8 +1057,9 @@ def test_a_priced_counter_nobody_reports_is_noted(
         "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
     )
     args = ["blame", PIVOT, *FAST, "--policy", "metered.py@policy"]
-    code, _, err = run([*args, "--price", "input_token=2.5"], capsys)
+    code, _, err = run([*args, "--price", "output_tokens=2.5"], capsys)
     assert code == 0
-    assert "car: note: --price input_token: no such counter in this run (reported: input_tokens)" in err
+    note = "car: note: --price output_tokens: no such counter in this run (reported: input_tokens)"
+    assert note in err
     code, _, err = run([*args, "--price", "input_tokens=2.5"], capsys)
     assert code == 0 and "--price" not in err

@@ -1,7 +1,9 @@
 """Batch checks: `car validate DIR` imports every file and prints one row per run.
 
-A file that fails gets one row with its one-line error; the others are still checked. Nothing here
-stops at the first bad file: the exit code (2 if any failed) is the caller's.
+A file that fails gets one row with its one-line error, and so does an entry of the directory that
+cannot be read or checked; the others are still checked. The files are those `car blame DIR` takes
+(`car.tracefiles`). Nothing here stops at the first bad file: the exit code (2 if any failed) is the
+caller's.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from rich.table import Table
 from car.errors import CarError
 from car.render import literal
 from car.trace import Trace
+from car.tracefiles import Entry, walk
 
 __all__ = ["Row", "check_path", "render_rows", "trace_files"]
-
-_SUFFIXES = {".json", ".jsonl", ".eval"}
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,9 @@ class Row:
 
 
 def trace_files(root: Path) -> list[Path]:
-    """Files under `root` that may hold traces (JSON, JSON Lines, Inspect `.eval`), sorted."""
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in _SUFFIXES)
+    """Files under `root` that may hold traces, by the rule `car blame DIR` follows too
+    (`car.tracefiles`), in natural order; entries that cannot be read are left out."""
+    return [Path(e.path) for e in walk(root) if e.error is None]
 
 
 def _rows_for(trace: Trace, file: str, item: int | None) -> Row:
@@ -55,19 +57,23 @@ def _rows_for(trace: Trace, file: str, item: int | None) -> Row:
 
 
 def check_path(path: Path, fmt: str = "auto") -> list[Row]:
-    """One row per run in `path` (a file, or every trace file under a directory)."""
+    """One row per run in `path` (a file, or every trace file under a directory); an entry of the
+    directory that cannot be read or checked is a failed row of its own."""
     from car.importers import import_file
 
-    files = trace_files(path) if path.is_dir() else [path]
+    entries = walk(path) if path.is_dir() else [Entry(str(path))]
     rows: list[Row] = []
-    for f in files:
+    for entry in entries:
+        if entry.error is not None:
+            rows.append(Row(file=entry.path, error=entry.error))
+            continue
         try:
-            traces = import_file(f, fmt)
+            traces = import_file(Path(entry.path), fmt)
         except CarError as exc:
-            rows.append(Row(file=str(f), error=" ".join(str(exc).split())))
+            rows.append(Row(file=entry.path, error=" ".join(str(exc).split())))
             continue
         many = len(traces) > 1
-        rows += [_rows_for(t, str(f), i if many else None) for i, t in enumerate(traces)]
+        rows += [_rows_for(t, entry.path, i if many else None) for i, t in enumerate(traces)]
     return rows
 
 

@@ -1,0 +1,189 @@
+"""What a batch takes as input, and how bad input ends: one line naming the file and the place, exit
+code 2, no traceback, and nothing already computed lost."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from car.batch import BatchOptions, blame_many, expand_paths
+from car.errors import InputError
+from car.importers.batch import check_path, trace_files
+from tests.conftest import Result
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+PIVOT = TRACES / "pivot.json"
+FAST = ["--samples", "4", "--match-samples", "4", "--no-progress"]
+
+
+def _run(run_cli: Callable[..., Result], argv: list[str]) -> tuple[int, str, str]:
+    r = run_cli(*argv)
+    return r.code, r.out, r.err
+
+
+def _traces(folder: Path, *names: str) -> Path:
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PIVOT, folder / name)
+    return folder
+
+
+# -- one path given as a string --------------------------------------------------------------
+def test_blame_many_takes_one_path_as_a_string_or_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A str is one path, never its characters (`"/"` walked the whole filesystem)."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path, "p.json")
+    opts = BatchOptions(samples=2, match_samples=0)
+    for given in ("p.json", Path("p.json")):
+        results = blame_many(given, options=opts)
+        assert [(r.path, r.status) for r in results] == [("p.json", "ok")]
+
+
+@pytest.mark.parametrize("junk", [42, None, b"p.json", [42], ["p.json", None]])
+def test_blame_many_refuses_what_is_not_paths(junk: Any) -> None:
+    with pytest.raises(TypeError, match=r"paths: expected a path or a list of paths"):
+        blame_many(junk)
+
+
+# -- entries that cannot be read or checked ---------------------------------------------------
+def test_a_broken_link_in_a_folder_is_an_error_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    (tmp_path / "d" / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    code, out, _ = _run(run_cli, ["validate", "d"])
+    assert code == 2
+    assert "gone.json" in out and "a broken link" in out and "a.json" in out
+    code, out, err = _run(run_cli, ["blame", "d", *FAST, "--no-store", "--format", "jsonl"])
+    assert code == 2 and "Traceback" not in err
+    records = {r["trace"]: r for r in map(json.loads, out.splitlines())}
+    assert records["d/a.json"]["status"] == "ok"  # the other trace is still attributed
+    assert records["d/gone.json"]["status"] == "input-error"
+    assert "d/gone.json: a broken link" in records["d/gone.json"]["error"]
+
+
+def _deny(monkeypatch: pytest.MonkeyPatch, listing: str, checking: str) -> None:
+    """As an unprivileged user sees them: `listing` (a folder, chmod 000) cannot be listed, and
+    `checking` (a link into such a folder) cannot be checked."""
+    real_scandir, real_stat = os.scandir, os.stat
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path).endswith(listing):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if isinstance(path, str | os.PathLike) and os.fspath(path).endswith(checking):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def test_unreadable_entries_in_a_folder_are_errors_not_crashes_nor_silence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json", "locked/x.json")
+    (tmp_path / "d" / "link.json").symlink_to(tmp_path / "d" / "locked" / "x.json")
+    _deny(monkeypatch, "locked", "link.json")
+    code, out, err = _run(run_cli, ["validate", "d"])
+    assert code == 2 and err == ""
+    assert "link.json" in out and "locked" in out and "permission denied" in out.lower()
+    code, out, err = _run(run_cli, ["blame", "d", *FAST, "--no-store", "--format", "jsonl"])
+    assert code == 2 and "Traceback" not in err
+    records = {r["trace"]: r for r in map(json.loads, out.splitlines())}
+    assert records["d/a.json"]["status"] == "ok"
+    assert records["d/link.json"]["error"] == "d/link.json: cannot check it (Permission denied)"
+    assert records["d/locked"]["error"] == "d/locked: cannot read this directory (Permission denied)"
+
+
+def test_a_file_named_directly_that_cannot_be_checked_is_no_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """Whether a named path is a directory is asked of os.path, which says no when it may not look:
+    the file is then read, and says why it cannot be (here it can)."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "x.json")
+    _deny(monkeypatch, "nothing", "x.json")
+    code, _, err = _run(run_cli, ["blame", "d/x.json", *FAST, "--no-store", "-o", "d/x.md"])
+    assert code == 0, err
+
+
+# -- one rule for which files a folder holds ---------------------------------------------------
+def test_validate_and_blame_take_the_same_files_in_natural_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ["10.json", "2.json", "B.JSON", "a.json", ".hidden/c.json", ".dot.json", "sub/1.jsonl"]
+    _traces(tmp_path, *names)
+    (tmp_path / "notes.txt").write_text("")
+    expected = [str(tmp_path / n) for n in ["2.json", "10.json", "a.json", "B.JSON", "sub/1.jsonl"]]
+    assert expand_paths([tmp_path]) == expected
+    assert [str(p) for p in trace_files(tmp_path)] == expected
+    assert [r.file for r in check_path(tmp_path)] == expected
+    monkeypatch.chdir(tmp_path)
+    assert expand_paths(".")[:3] == ["2.json", "10.json", "a.json"]  # as pathlib spells them
+
+
+# -- a run's own outputs are not its inputs ---------------------------------------------------
+def test_the_same_command_again_resumes_with_its_report_inside_the_input_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    argv = ["blame", "d", *FAST, "--store", str(tmp_path / "s.sqlite")]
+    argv += ["--report", "jsonl=d/results.jsonl", "-o", "d/summary.md", "--format", "markdown"]
+    first = _run(run_cli, argv)
+    assert first[0] == 0
+    code, _, err = _run(run_cli, argv)
+    assert code == 0, err
+    assert "1 trace: 1 ok" in err
+    # a file named as a trace still clashes
+    code, _, err = _run(run_cli, ["blame", "d/results.jsonl", "--report", "jsonl=d/results.jsonl"])
+    assert code == 2 and "would overwrite the trace d/results.jsonl" in err
+
+
+# -- -q keeps the errors --------------------------------------------------------------------
+def test_quiet_batch_still_prints_each_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    (tmp_path / "d" / "broken.json").write_text('{"version": "car.trace/v1", "id": ')
+    code, _, err = _run(run_cli, ["blame", "d", *FAST, "--no-store", "-q"])
+    assert code == 2
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("car: error: d/broken.json")
+
+
+# -- prices of counters that do not exist ----------------------------------------------------
+def test_a_price_for_an_unknown_counter_is_refused(run_cli: Callable[..., Result]) -> None:
+    code, out, err = _run(run_cli, ["blame", str(PIVOT), *FAST, "--no-store", "--price", "foo=1"])
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "car: error: --price 'foo=1': no counter 'foo'; known counters: input_tokens, "
+        "output_tokens, cache_creation_input_tokens, cache_read_input_tokens"
+    ]
+
+
+def test_the_known_counters_are_those_the_backends_count() -> None:
+    from car.backends.http import _USAGE_NAMES
+    from car.ci import USAGE_COUNTERS
+
+    assert set(USAGE_COUNTERS) == set(_USAGE_NAMES.values())
+
+
+def test_expanding_an_empty_folder_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no trace files"):
+        expand_paths([tmp_path])
