@@ -206,7 +206,10 @@ async def blame_adaptive_async(
             concurrency=concurrency,
             progress=progress,
         )
-        matches = await match_draws(replay, match_samples, concurrency, lambda: None)
+        nothing = run.stopped == "nothing-to-attribute"  # no policy call to find that out
+        matches = (
+            None if nothing else await match_draws(replay, match_samples, concurrency, lambda: None)
+        )
         report = _report(
             trace,
             path,

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from car.trace import Action, Trace
 if TYPE_CHECKING:
     from car.runner import Runner
 
-__all__ = ["Progress", "blame", "blame_async"]
+__all__ = ["Progress", "blame", "blame_async", "nothing_to_attribute"]
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -199,8 +200,15 @@ async def blame_async(
         if exact:
             record.append(await rows.record_value())
             tick()
-        observed = await gather_all((rows.row(row_arms, r, tick) for r in range(samples)), concurrency)
-        matches = await match_draws(replay, match_samples, concurrency, tick)
+        observed: list[tuple[dict[int, float], int]] = []
+        matches = None
+        # The record scored costs no policy call: when the scorer says it did not fail (or cannot
+        # score it) there is nothing to attribute, and no rollout or match draw is run to find that
+        # out. A noisy scorer's factual arm runs in the rows, so it is known only after them.
+        if not (exact and (math.isnan(record[0]) or record[0] == 0)):
+            rollouts = (rows.row(row_arms, r, tick) for r in range(samples))
+            observed = await gather_all(rollouts, concurrency)
+            matches = await match_draws(replay, match_samples, concurrency, tick)
         arms, factual = rows.matrix([row for row, _ in observed], record)
         report = _report(
             trace,
@@ -324,12 +332,25 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     `budget` caps Shapley's rollouts, `budget_calls` its policy calls; `target_width` stops early
     once every interval half-width is at most that.
 
+    When the scorer says the recorded run did not fail (or cannot score it) there is nothing to
+    attribute: the report names no step and says why (`abstained_reason`, `factual`), and with a
+    deterministic scorer that is found before any policy call. `car blame` and `blame_many` make
+    such a trace an input error (`nothing_to_attribute`).
+
     >>> import car
     >>> report = car.blame("traces/support-refund.json", seed=1)
     >>> report.locus
     1
     """
     return asyncio.run(blame_async(trace, **options))
+
+
+def nothing_to_attribute(report: Report) -> str | None:
+    """Why the scorer leaves nothing to attribute (it says the recorded run did not fail, or cannot
+    score it), in the report's words; None otherwise. The batch makes such a trace an input error:
+    the scorer, not the run, is what to check."""
+    fact = report.factual.estimate
+    return report.abstained_reason if fact is None or fact == 0 else None
 
 
 def _est(iv: Interval) -> Estimate:

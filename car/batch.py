@@ -502,7 +502,7 @@ async def attribute_one(
 
     `grant` asks the run-wide budget for an automatic Shapley run's rollouts and policy calls.
     """
-    from car.attribution import _resolve, blame_async, require_decisions
+    from car.attribution import _resolve, blame_async, nothing_to_attribute, require_decisions
 
     label = path or trace.id
     runner = runner.child(grant)
@@ -535,6 +535,11 @@ async def attribute_one(
         if report.status == "backend-errors":
             result.status = "backend-error"
             result.error = backend_failure(report)
+        elif (reason := nothing_to_attribute(report)) is not None:
+            # The scorer is what to fix (it says the record did not fail): an input error, with the
+            # report that says so kept.
+            result.status = "input-error"
+            result.error = f"{label}: {reason}"
         result.gates = options.gates.check(report)
         if result.gates and result.status == "ok":
             result.status = "gate"
@@ -747,7 +752,8 @@ def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
     `max_policy_calls`, `on_result` (called with each `TraceResult` as it finishes) and `progress`.
 
     A trace that fails becomes an error result and the batch goes on: a bad file or an entry of a
-    directory that cannot be read is an `input-error`.
+    directory that cannot be read is an `input-error`, and so is a trace whose scorer says the
+    recorded run did not fail (its report, which says so, is kept).
 
     >>> import car
     >>> results = car.blame_many("traces/pivot.json", options=car.BatchOptions(samples=8))
