@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from car.trace import Action, Trace
 if TYPE_CHECKING:
     from car.runner import Runner
 
-__all__ = ["Progress", "blame", "blame_async", "nothing_to_attribute"]
+__all__ = ["Progress", "blame", "blame_async", "nothing_to_attribute", "run_blocking"]
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -337,12 +337,31 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     deterministic scorer that is found before any policy call. `car blame` and `blame_many` make
     such a trace an input error (`nothing_to_attribute`).
 
+    From a running event loop (a Jupyter notebook, an async function) use
+    `await car.blame_async(...)`: this function then raises RuntimeError saying so.
+
     >>> import car
     >>> report = car.blame("traces/support-refund.json", seed=1)
     >>> report.locus
     1
     """
-    return asyncio.run(blame_async(trace, **options))
+    return run_blocking("blame", lambda: blame_async(trace, **options))
+
+
+T = TypeVar("T")
+
+
+def run_blocking(name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run `car.<name>_async` to completion for a caller without an event loop. Inside one the
+    coroutine is never made (it would be left never awaited): the error says what to await."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop running: the usual case
+        return asyncio.run(call())
+    raise RuntimeError(
+        f"car.{name}() cannot run inside a running event loop (a Jupyter notebook, an async "
+        f"function): use `await car.{name}_async(...)` there, with the same arguments"
+    )
 
 
 def nothing_to_attribute(report: Report) -> str | None:

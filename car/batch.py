@@ -682,14 +682,30 @@ async def blame_many_async(
     gate = asyncio.Semaphore(max(1, traces_at_once))
     budget = BudgetGuard(max_rollouts, max_policy_calls)
     stop = asyncio.Event()
+    failures: list[Exception] = []  # to raise once every task has ended, the first first
+    stopping = False  # a finished trace could not be delivered (its on_result raised)
 
     def finish(i: int, result: TraceResult) -> None:
+        nonlocal stopping
         results[i] = result
-        deliver(result, store, progress, on_result)
+        try:
+            # Once the batch is stopping, a trace that still finishes is stored, not handed on.
+            deliver(result, store, progress, None if stopping else on_result)
+        except Exception as exc:  # the caller's callback raised: the batch stops, then it is raised
+            stopping = True
+            failures.append(exc)
+            stop.set()
+            return
         if fail_fast and result.status != "ok":
             stop.set()
 
     async def one(i: int, item: _Planned) -> None:
+        try:
+            await attribute_next(i, item)
+        except Exception as exc:  # --debug re-raises a trace's failure: raised once the rest end
+            failures.append(exc)
+
+    async def attribute_next(i: int, item: _Planned) -> None:
         async with gate:
             if stop.is_set():
                 return
@@ -722,19 +738,18 @@ async def blame_many_async(
 
     tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(work)]
     stopper = asyncio.ensure_future(stop.wait())
-    pending: set[asyncio.Future[Any]] = set(tasks)
-    while pending:
-        _, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
-        pending.discard(stopper)
-        if stop.is_set():
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            break
-    stopper.cancel()
-    for t in tasks:  # surface --debug re-raises
-        if t.done() and not t.cancelled() and t.exception() is not None:
-            raise t.exception()  # type: ignore[misc]
+    try:
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        while pending and not stop.is_set():
+            _, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(stopper)
+    finally:
+        # Stopped (fail-fast, a failure) or cancelled from outside: nothing outlives the batch.
+        for t in (*tasks, stopper):
+            t.cancel()
+        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    if failures:
+        raise failures[0]
     return [r for r in results if r is not None]
 
 
@@ -753,11 +768,19 @@ def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
 
     A trace that fails becomes an error result and the batch goes on: a bad file or an entry of a
     directory that cannot be read is an `input-error`, and so is a trace whose scorer says the
-    recorded run did not fail (its report, which says so, is kept).
+    recorded run did not fail (its report, which says so, is kept). An exception raised by
+    `on_result` stops the batch: the traces still running are cancelled and awaited, then it
+    propagates (the reports finished so far are in `store`, if one was given); catch it inside the
+    callback to go on instead.
+
+    From a running event loop (a Jupyter notebook, an async function) use
+    `await car.blame_many_async(...)`: this function then raises RuntimeError saying so.
 
     >>> import car
     >>> results = car.blame_many("traces/pivot.json", options=car.BatchOptions(samples=8))
     >>> results[0].status
     'ok'
     """
-    return asyncio.run(blame_many_async(paths, **kwargs))
+    from car.attribution import run_blocking
+
+    return run_blocking("blame_many", lambda: blame_many_async(paths, **kwargs))

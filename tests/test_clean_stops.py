@@ -5,17 +5,21 @@ loop (the error says what to await)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import car
-from car.batch import BatchOptions, blame_many
+from car.batch import BatchOptions, TraceResult, blame_many
 from tests.conftest import Result
-from tests.test_batch_inputs import PIVOT, TRACES, _run
+from tests.test_batch_inputs import PIVOT, TRACES, _run, _traces
 
 
 # -- a scorer that says the record did not fail -----------------------------------------------
@@ -57,6 +61,50 @@ def test_in_a_batch_the_trace_whose_scorer_says_no_failure_is_an_input_error(
     wrong = results[1]
     assert wrong.error is not None and "the scorer 'regex:ZZZNOMATCH' says" in wrong.error
     assert wrong.report is not None and wrong.report.budget.policy_calls == 0  # kept, not lost
+
+
+# -- a callback that raises ------------------------------------------------------------------
+class CallbackFailed(Exception):
+    pass
+
+
+def test_an_on_result_that_raises_stops_the_batch_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _traces(tmp_path, "a.json", "b.json", "c.json", "d.json")
+    seen: list[str] = []
+
+    def on_result(result: TraceResult) -> None:
+        seen.append(result.path)
+        raise CallbackFailed(result.path)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(CallbackFailed):
+            blame_many([tmp_path], options=BatchOptions(samples=2, match_samples=0), on_result=on_result)
+        gc.collect()
+    assert len(seen) == 1  # the other traces were cancelled, not left running
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+# -- inside a running event loop -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("call", "hint"),
+    [
+        (lambda: car.blame(str(PIVOT)), "await car.blame_async("),
+        (lambda: car.blame_many([str(PIVOT)]), "await car.blame_many_async("),
+    ],
+)
+def test_a_blocking_call_inside_an_event_loop_says_to_await(call: Any, hint: str) -> None:
+    async def notebook_cell() -> None:
+        call()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match=r"running event loop") as info:
+            asyncio.run(notebook_cell())
+        gc.collect()
+    assert hint in str(info.value)
+    assert not [w for w in caught if "never awaited" in str(w.message)]
 
 
 def test_adaptive_sampling_also_stops_before_any_policy_call_when_the_record_did_not_fail() -> None:
