@@ -13,7 +13,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,7 +22,6 @@ from rich.console import Console
 from car.batch import (
     BatchOptions,
     TraceResult,
-    backend_failure,
     blame_many_async,
     check_caps,
     expand_paths,
@@ -391,7 +390,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         else:
             say(f"{fmt.value} report written to {path}")
     if len(results) < len(planned):
-        say(f"stopped early (--fail-fast): {len(planned) - len(results)} traces not attributed")
+        left = len(planned) - len(results)
+        say(f"stopped early (--fail-fast): {left} trace{'s' if left != 1 else ''} not attributed")
     if batch and not req.quiet and (req.fmt is not OutputFormat.table or req.output is not None):
         # stdout holds a machine format (or nothing): the summary table goes to stderr for people
         from car.outputs import summary_table
@@ -433,53 +433,57 @@ def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:
     return True
 
 
-def rerender(source: str | Path, fmt: str, *, trace: Path | None = None, pick: str | None = None) -> str:
-    """Render saved reports (a store, a report JSON or batch JSONL) in any output format.
+def rerender(
+    source: str | Path, fmt: str, *, trace: Path | None = None, pick: str | None = None
+) -> tuple[str, list[TraceResult]]:
+    """Render saved results (a store, a report or batch JSON, batch JSONL) in any output format;
+    returns the text and the results it shows, failed traces included (`car report` exits with
+    their worst code, as `car blame` did).
 
     A trace analysed several ways (other samples, seed, method, budget, ...) is listed once per
     analysis, labelled with its report id and what sets it apart; `pick` keeps the reports of one
     trace (its path or id) or one report id (a prefix of at least 4 digits will do).
     """
-    from car.report import load_report
+    from car.outputs import read_results
 
     p = Path(source)
-    # A single report file goes through load_report, whose errors name the JSON path inside it.
-    reports = [load_report(p)] if p.suffix == ".json" and p.is_file() else _stored_reports(p)
-    if not reports:
+    saved = read_results(p)
+    if not saved:
         raise InputError(f"{source}: no stored reports (run `car blame` with a store first)")
-    found = _analyses(reports)
+    found = _analyses(saved)
     if pick is not None:
         found = _pick(found, pick, source)
     if OutputFormat(fmt) is OutputFormat.html:
         from car.html import html_page
 
+        found = [a for a in found if a.report is not None]  # a trace that failed has no page
         if len(found) != 1:
             what = f"--pick {pick} matches" if pick is not None else "holds"
             raise InputError(
-                f"{source}: {what} {len(found)} reports; --format html renders one: choose it with "
-                f"--pick {_choices(found, source)}"
+                f"{source}: {what} {len(found)} reports; --format html renders one"
+                + (f": choose it with --pick {_choices(found, source)}" if found else "")
             )
-        return html_page(found[0].report, near=p.parent, given=trace)
+        assert found[0].report is not None
+        return html_page(found[0].report, near=p.parent, given=trace), [found[0].result]
     results = [
-        TraceResult(
-            a.report.trace_path or a.report.trace_id,
-            a.report.trace_id,
-            _status_of(a.report),
-            a.report,
-            error=backend_failure(a.report) if a.report.status == "backend-errors" else None,
-            # differs is "" when only a setting the label leaves out differs: the id still tells
-            analysis=None if a.differs is None else a.id + (f": {a.differs}" if a.differs else ""),
-        )
+        # differs is "" when only a setting the label leaves out differs: the id still tells
+        replace(a.result, analysis=a.id + (f": {a.differs}" if a.differs else ""))
+        if a.differs is not None
+        else a.result
         for a in found
     ]
-    return render_output(OutputFormat(fmt), results, batch=len(results) > 1)
+    return render_output(OutputFormat(fmt), results, batch=len(results) > 1), results
 
 
 @dataclass(frozen=True)
 class _Analysis:
-    report: Report
-    id: str  # the first digits of its store key (`result_key`): one per analysis
+    result: TraceResult
+    id: str  # the first digits of its store key (`result_key`): one per analysis ("" if it failed)
     differs: str | None  # what sets it apart from the other analyses of its trace (None: the only one)
+
+    @property
+    def report(self) -> Report | None:
+        return self.result.report
 
 
 _ID_DIGITS = 8
@@ -521,40 +525,46 @@ def _settings(report: Report) -> dict[str, str]:
     return out
 
 
-def _analyses(reports: Sequence[Report]) -> list[_Analysis]:
-    """One entry per analysis (a source that holds one twice keeps the last, as the store does),
-    in the source's order; the analyses of a trace analysed several ways say what differs."""
+def _analyses(saved: Sequence[TraceResult]) -> list[_Analysis]:
+    """One entry per analysis (a source that holds one twice keeps the last, as the store does) or
+    failed trace without a report, in the source's order; the analyses of a trace analysed several
+    ways say what differs."""
     from car.batch import result_key
 
-    by_key = {result_key(r): r for r in reports}
-    groups: dict[str, list[tuple[str, Report]]] = {}
-    for key, r in by_key.items():
-        groups.setdefault(r.trace_path or r.trace_id, []).append((key, r))
+    by_key = {(result_key(s.report) if s.report else f"failed: {s.path}"): s for s in saved}
+    groups: dict[str, list[Report]] = {}
+    for s in by_key.values():
+        if s.report is not None:
+            groups.setdefault(s.path, []).append(s.report)
     out = []
-    for key, r in by_key.items():
-        group = groups[r.trace_path or r.trace_id]
+    for key, s in by_key.items():
+        r = s.report
+        if r is None:
+            out.append(_Analysis(s, "", None))
+            continue
+        group = groups[s.path]
         differs = None
         if len(group) > 1:
             mine = _settings(r)
-            others = [_settings(o) for _, o in group]
+            others = [_settings(o) for o in group]
             differs = ", ".join(
                 value if name == "method" else f"{name} {value}"  # "shapley exact" says enough
                 for name, value in mine.items()
                 if any(o.get(name) != value for o in others)
             )
-        out.append(_Analysis(r, key[:_ID_DIGITS], differs))
+        out.append(_Analysis(s, key[:_ID_DIGITS], differs))
     return out
 
 
 def _pick(found: Sequence[_Analysis], pick: str, source: str | Path) -> list[_Analysis]:
     """The reports of a trace (its path as recorded or as a file, or its id), else of a report id."""
 
-    def same_trace(r: Report) -> bool:
-        if pick == r.trace_id or pick == r.trace_path:
+    def same_trace(r: TraceResult) -> bool:
+        if pick in (r.trace_id, r.path):
             return True
-        return r.trace_path is not None and _same_file(Path(pick), Path(r.trace_path))
+        return bool(r.path) and _same_file(Path(pick), Path(r.path))
 
-    chosen = [a for a in found if same_trace(a.report)]
+    chosen = [a for a in found if same_trace(a.result)]
     if chosen:
         return chosen
     digits = pick.lower()
@@ -564,7 +574,7 @@ def _pick(found: Sequence[_Analysis], pick: str, source: str | Path) -> list[_An
             f"{source}: --pick {pick!r}: no report of that trace path or id{hint}; "
             f"`car report {source}` lists them"
         )
-    chosen = [a for a in found if a.id.startswith(digits)]
+    chosen = [a for a in found if a.id and a.id.startswith(digits)]
     if not chosen:
         raise InputError(
             f"{source}: --pick {pick!r}: no report of that trace path or id, nor report id; "
@@ -575,33 +585,14 @@ def _pick(found: Sequence[_Analysis], pick: str, source: str | Path) -> list[_An
 
 def _choices(found: Sequence[_Analysis], source: str | Path, most: int = 4) -> str:
     """How to --pick each of these, for an error line: a report id, and what it is."""
-    one_trace = len({a.report.trace_path or a.report.trace_id for a in found}) == 1
+    one_trace = len({a.result.path for a in found}) == 1
     shown = []
     for a in found[:most]:
-        name = a.report.trace_path or a.report.trace_id
+        name = a.result.path
         what = (a.differs or name) if one_trace else (f"{name}: {a.differs}" if a.differs else name)
         shown.append(f"{a.id} ({what})")
     more = f", or one of {len(found) - most} more (`car report {source}` lists them)"
     return ", ".join(shown) + (more if len(found) > most else "")
-
-
-def _stored_reports(source: Path) -> list[Report]:
-    from pydantic import ValidationError
-
-    from car.jsonfile import describe_validation_error
-    from car.store import load_results
-
-    reports = []
-    for n, doc in enumerate(load_results(source), 1):
-        try:
-            reports.append(Report.model_validate(doc))
-        except ValidationError as exc:
-            raise InputError(describe_validation_error(exc, f"{source}: report {n}")) from None
-    return reports
-
-
-def _status_of(report: Any) -> Any:
-    return "backend-error" if report.status == "backend-errors" else "ok"
 
 
 def _execute(req: BlameRequest, kwargs: dict[str, Any]) -> list[TraceResult]:

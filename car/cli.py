@@ -485,9 +485,10 @@ def validate(
                 f" from {t.source.format}, fidelity class {t.fidelity.class_}"
                 f"{f', {n} warning' + ('s' if n != 1 else '') if n else ''}"
             )
+        steps, decisions = len(t.steps), len(t.decision_steps)
         print(
-            f"{where}: ok: {t.version}{origin}, {len(t.steps)} steps, {len(t.decision_steps)} decision "
-            f"steps, actors {', '.join(actors)}"
+            f"{where}: ok: {t.version}{origin}, {steps} step{'s' if steps != 1 else ''}, {decisions} "
+            f"decision step{'s' if decisions != 1 else ''}, actors {', '.join(actors)}"
         )
 
 
@@ -565,9 +566,10 @@ def cache_info(
     with RolloutStore(path, create=False) as st:
         info = st.info()
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(info.by_kind.items())) or "none"
+    stored = "rollout or draw" if info.rollouts == 1 else "rollouts and draws"
     print(
-        f"{info.path}: {info.rollouts} stored rollouts and draws ({kinds}) over {info.traces} "
-        f"traces; {info.results} reports; {info.bytes / 1e6:.1f} MB"
+        f"{info.path}: {info.rollouts} stored {stored} ({kinds}) over {info.holds()}; "
+        f"{info.bytes / 1e6:.1f} MB"
     )
 
 
@@ -602,13 +604,17 @@ def merge(
             for shard in shards:
                 added, present = target.merge_from(shard)
                 print(
-                    f"{shard.path}: {added} rollouts added, {present} already present", file=sys.stderr
+                    f"{shard.path}: {added} rollout{'s' if added != 1 else ''} added, "
+                    f"{present} already present",
+                    file=sys.stderr,
                 )
             info = target.info()
     finally:
         for shard in shards:
             shard.close()
-    print(f"{into}: {info.rollouts} stored rollouts over {info.traces} traces; {info.results} reports")
+    print(
+        f"{into}: {info.rollouts} stored rollout{'s' if info.rollouts != 1 else ''} over {info.holds()}"
+    )
 
 
 @app.command(
@@ -624,7 +630,7 @@ def report_cmd(
     source: Annotated[
         Path,
         typer.Argument(
-            help="A saved report (car.report/v1 JSON), a store file, or a JSONL of batch records.",
+            help="A store file, or what car blame --format json or jsonl wrote (a report or a batch).",
             show_default=False,
             metavar="SOURCE",
         ),
@@ -653,15 +659,21 @@ def report_cmd(
     global _DEBUG
     _DEBUG = debug
     from car.ci import check_rerender_output, rerender, write_report
+    from car.gates import final_exit_code
+    from car.outputs import counts_line
 
     _check_html_destination(fmt, output)
     check_rerender_output(source, output)
-    text = rerender(source, fmt, trace=trace, pick=pick)
+    text, results = rerender(source, fmt, trace=trace, pick=pick)
     if output is None:
         sys.stdout.write(text)
-        return
-    write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
-    print(f"report written to {output}", file=sys.stderr)
+    else:
+        write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
+        print(f"report written to {output}", file=sys.stderr)
+    code = final_exit_code(r.exit_code for r in results)  # as car blame exited for these traces
+    if code:
+        print(f"car: {counts_line(results)}", file=sys.stderr)
+        raise typer.Exit(code)
 
 
 def _check_ranges(values: dict[str, object], confidence: float) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from car.charts import esc, rescue_curve_svg, shapley_svg
 from car.errors import CarError, InputError
-from car.report import Estimate, Report, StepReport, label_line
+from car.report import Estimate, Report, StepReport, label_line, many
 from car.trace import Action, Message, Step, Trace
 
 __all__ = ["render_html"]
@@ -169,7 +169,7 @@ def _warnings(report: Report) -> list[str]:
     out: list[str] = []
     if report.abstained_reason:
         need = (
-            f" About {report.rollouts_needed_per_step} samples per step would decide."
+            f" About {many(report.rollouts_needed_per_step, 'sample')} per step would decide."
             if report.rollouts_needed_per_step and "samples per step" not in report.abstained_reason
             else ""
         )
@@ -177,8 +177,9 @@ def _warnings(report: Report) -> list[str]:
         out.append(f"<b>The estimator abstained:</b> {esc(reason)}.{esc(need)}")
     if report.status == "backend-errors":
         out.append(
-            f"<b>Backend errors:</b> {report.budget.errored} of {report.budget.rollouts} rollouts "
-            f"errored; first: {esc(report.first_error or 'unknown')}."
+            f"<b>Backend errors:</b> {report.budget.errored} of "
+            f"{many(report.budget.rollouts, 'rollout')} errored; "
+            f"first: {esc(report.first_error or 'unknown')}."
         )
     if report.fidelity in ("B", "C"):
         what = (
@@ -246,7 +247,7 @@ def _headline(report: Report, trace: Trace | None) -> str:
         figures = []
     m = report.match_rate
     figures.append(
-        (_pct(m), f"action-match rate over {m.n} draws")
+        (_pct(m), f"action-match rate over {many(m.n, 'draw')}")
         if m.estimate is not None
         else ("\u2013", "no match rate")
     )
@@ -335,7 +336,7 @@ def _shapley_section(report: Report) -> str:
         f"Σφ = {sh.total:.2f} against v(N) \u2212 v(∅) = {_est(va)} \u2212 {_est(vn)} = {diff}. "
         f"Method: {sh.method}"
         + (", budget reached" if sh.budget_reached else "")
-        + f"; {sh.budget.rollouts} rollouts, {sh.budget.policy_calls} policy calls."
+        + f"; {many(sh.budget.rollouts, 'rollout')}, {many(sh.budget.policy_calls, 'policy call')}."
     )
     why = f"<p>Why: {esc(report.method_reason)}.</p>" if report.method_reason else ""
     return "\n".join(
@@ -411,7 +412,7 @@ def _step_body(trace: Trace, step: Step, sr: StepReport | None, is_locus: bool) 
             out.append(f'<p class="ctx-from">{esc(where)}</p><pre>{_clip(text, clip)}</pre>')
         out.append("</div>")
     elif step.context != "prefix":
-        out.append(f'<p class="ctx-from">recorded context: {len(step.context)} messages</p>')
+        out.append(f'<p class="ctx-from">recorded context: {many(len(step.context), "message")}</p>')
     action = step.action
     out.append('<p class="label">Action</p>')
     if action.text:
@@ -519,12 +520,14 @@ def _provenance(report: Report, trace_note: str | None) -> str:
         ("seed", str(report.seed)),
         (
             "budget",
-            f"{b.rollouts} rollouts, {b.policy_calls} policy calls, {b.env_calls} environment calls, "
+            f"{many(b.rollouts, 'rollout')}, {many(b.policy_calls, 'policy call')}, "
+            f"{many(b.env_calls, 'environment call')}, "
             f"{b.reused} reused, {b.errored} errored, {b.unscorable} unscorable",
         ),
         (
             "settings",
-            f"{report.samples} samples per step, {report.match_samples} match draws per step, "
+            f"{many(report.samples, 'sample')} per step, "
+            f"{many(report.match_samples, 'match draw')} per step, "
             f"{report.level:.0%} intervals, minimum effect {report.min_effect:.0%}",
         ),
         (
@@ -560,7 +563,7 @@ def render_html(report: Report, trace: Trace | None = None, *, trace_missing: st
     """
     if trace is not None and len(trace.steps) != len(report.steps):
         trace_missing = (
-            f"the trace has {len(trace.steps)} steps but the report {len(report.steps)}: "
+            f"the trace has {many(len(trace.steps), 'step')} but the report {len(report.steps)}: "
             "it is not the trace this report was computed from"
         )
         trace = None

@@ -10,6 +10,9 @@
               problem is an error
     html      the self-contained HTML page of one trace's report (`car.html`)
 
+`read_results` reads them back for `car report`: a store, a `car.report/v1` or `car.batch/v1` JSON file,
+or `car.record/v1` lines, failed traces included.
+
 Trace text is untrusted: Markdown escapes table and HTML syntax, workflow commands percent-encode
 their data and properties, XML goes through ElementTree.
 """
@@ -22,21 +25,27 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from car.batch import TraceResult
+from car.batch import RECORD_VERSION, Status, TraceResult, backend_failure
+from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
+from car.jsonfile import describe_validation_error, kind_of, read_bytes, reject_constant
 from car.render import literal, render_json, render_table
 from car.report import (
+    REPORT_VERSION,
     Estimate,
     Report,
     ShapleyPlayer,
     label_agreement,
     label_line,
+    many,
     shared_credit,
 )
 from car.shapley import credited_players
@@ -45,10 +54,12 @@ __all__ = [
     "BATCH_VERSION",
     "GITHUB_SUMMARY_LIMIT",
     "credit_text",
+    "error_text",
     "escape_data",
     "escape_property",
     "fit_bytes",
     "github_annotations",
+    "read_results",
     "render_output",
     "summary_rows",
     "write_github_summary",
@@ -87,6 +98,13 @@ def credit_text(r: Report) -> str:
     return "-"
 
 
+def error_text(res: TraceResult) -> str:
+    """Why a trace failed, without its path in front (errors about a file start with it): shown
+    beside the trace's name, the path is said once."""
+    error = res.error or res.status
+    return error.removeprefix(f"{res.path}: ") if res.path else error
+
+
 def _failed(res: TraceResult) -> bool:
     # A trace whose backend failed keeps the partial report of the rollouts that ran; it names no
     # step because the trace failed, not because car found none.
@@ -117,7 +135,7 @@ def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:
             {
                 "trace": res.label,
                 "outcome": _outcome(res),
-                "credit": credit_text(r) if r is not None and not _failed(res) else (res.error or "-"),
+                "credit": credit_text(r) if r is not None and not _failed(res) else error_text(res),
                 "confidence": conf,
                 "match": _pct(r.match_rate) if r is not None else "-",
                 "status": res.status,
@@ -150,15 +168,11 @@ def counts(results: Sequence[TraceResult]) -> dict[str, int]:
 def counts_line(results: Sequence[TraceResult]) -> str:
     c = counts(results)
     parts = [f"{n} {k}" for k, n in sorted(c.items())]
-    what = _many(len(results), "trace")
+    what = many(len(results), "trace")
     traces = len({r.path or r.trace_id for r in results})
     if traces != len(results):  # `car report`: a trace analysed several ways has a report for each
-        what = f"{_many(len(results), 'report')} of {_many(traces, 'trace')}"
+        what = f"{many(len(results), 'report')} of {many(traces, 'trace')}"
     return f"{what}: " + (", ".join(parts) or "none") + _labels_part(results)
-
-
-def _many(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _labels_part(results: Sequence[TraceResult]) -> str:
@@ -255,7 +269,7 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
     lines = [f"### {md(res.label)}", ""]
     r = res.report
     if r is None:
-        return [*lines, f"**{res.status}**: {md(res.error or '')}", ""]
+        return [*lines, f"**{res.status}**: {md(error_text(res))}", ""]
     lines += [md(r.headline), ""]
     for g in res.gates:
         lines.append(f"- **gate tripped:** {md(g)}")
@@ -291,15 +305,16 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
         rows,
     )
     if len(ordered) > top:
-        lines.append(f"\n… {len(ordered) - top} more decision steps (see the JSON report)")
+        more = many(len(ordered) - top, "more decision step")
+        lines.append(f"\n… {more} (see the JSON report)")
     labelled = label_line(r)
     if labelled is not None:
         lines += ["", md(labelled)]
     b = r.budget
     lines += [
         "",
-        f"Action-match rate {_pct(r.match_rate)} over {r.match_rate.n} draws; "
-        f"{b.rollouts} rollouts, {b.policy_calls} policy calls; seed {r.seed}.",
+        f"Action-match rate {_pct(r.match_rate)} over {many(r.match_rate.n, 'draw')}; "
+        f"{many(b.rollouts, 'rollout')}, {many(b.policy_calls, 'policy call')}; seed {r.seed}.",
         "",
     ]
     return lines
@@ -361,22 +376,23 @@ def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATI
     errors: list[str] = []
     warnings: list[str] = []
     for res in results:
+        # Each names its trace: the file, for GitHub, and the trace (and analysis) in the message.
         if res.status in ("input-error", "backend-error", "budget"):
-            errors.append(_command("error", f"car: {res.status}", f"{res.label}: {res.error}"))
-        elif res.status == "gate":
             errors.append(
-                _command("error", "car: gate tripped", f"{res.label}: " + "; ".join(res.gates))
+                _command("error", f"car: {res.status}", f"{res.label}: {error_text(res)}", res.path)
             )
+        elif res.status == "gate":
+            gates = "; ".join(res.gates)
+            errors.append(_command("error", "car: gate tripped", f"{res.label}: {gates}", res.path))
         r = res.report
         if r is not None and r.locus is not None:
-            warnings.append(
-                _command("warning", f"car blames step {r.locus} ({r.locus_actor})", r.headline)
-            )
+            title = f"car blames step {r.locus} ({r.locus_actor})"
+            warnings.append(_command("warning", title, f"{res.label}: {r.headline}", res.path))
     out: list[str] = []
     for kind, items in (("error", errors), ("warning", warnings)):
         out += items[:limit]
         if len(items) > limit:
-            out.append(f"::notice::{len(items) - limit} more car {kind}s in the job summary")
+            out.append(f"::notice::{many(len(items) - limit, f'more car {kind}')} in the job summary")
     return out
 
 
@@ -419,11 +435,11 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
             ET.SubElement(case, "failure", message=_xml_safe(res.error or ""), type="budget")
         elif res.status in ("input-error", "backend-error"):
             ET.SubElement(
-                case, "error", message=_xml_safe(res.error or ""), type=res.status
+                case, "error", message=_xml_safe(error_text(res)), type=res.status
             ).text = _xml_safe(res.error or "")
         if r is not None:
             ET.SubElement(case, "system-out").text = _xml_safe(
-                f"{r.headline}\nmatch rate {_pct(r.match_rate)}; {r.budget.rollouts} rollouts"
+                f"{r.headline}\nmatch rate {_pct(r.match_rate)}; {many(r.budget.rollouts, 'rollout')}"
             )
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
@@ -464,3 +480,144 @@ _RENDERERS = {
 def render_output(fmt: OutputFormat | str, results: Sequence[TraceResult], *, batch: bool) -> str:
     """The text of one output format; `batch` selects the batch shape of table and json."""
     return _RENDERERS[OutputFormat(fmt)](results, batch)
+
+
+# -- reading results back (`car report`) ----------------------------------------------------------
+_NOT_OURS = "not a car store, report or results file"
+_READS = "car report reads what car blame writes: its store, --format json, or --format jsonl"
+
+
+class _Rollouts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    fresh: int = 0
+    stored: int = 0
+
+
+class _Record(BaseModel):
+    """A `car.record/v1` document read back (its `exit_code` follows from its status, as it did)."""
+
+    model_config = ConfigDict(extra="ignore")
+    trace: str | None = None
+    trace_id: str | None = None
+    status: Status
+    error: str | None = None
+    gates: list[str] = []
+    rollouts: _Rollouts = _Rollouts()
+    usage: dict[str, int] = {}
+    cost_usd: float | None = None
+    report: Report | None = None
+
+    def result(self) -> TraceResult:
+        r = self.report
+        path = self.trace or (r.trace_path or r.trace_id if r is not None else self.trace_id) or ""
+        return TraceResult(
+            path,
+            self.trace_id,
+            self.status,
+            r,
+            error=self.error,
+            gates=list(self.gates),
+            fresh_rollouts=self.rollouts.fresh,
+            stored_rollouts=self.rollouts.stored,
+            usage=dict(self.usage),
+            cost=self.cost_usd,
+        )
+
+
+def _from_report(r: Report) -> TraceResult:
+    """A report saved on its own (the store, `--format json` of one trace): ok, or a backend error
+    when its rollouts errored too often; gates are not saved with it."""
+    if r.status == "backend-errors":
+        return TraceResult(
+            r.trace_path or r.trace_id, r.trace_id, "backend-error", r, error=backend_failure(r)
+        )
+    return TraceResult(r.trace_path or r.trace_id, r.trace_id, "ok", r)
+
+
+def _results_of(doc: Any, where: str, *, batch: bool) -> list[TraceResult]:
+    """The results in one JSON document: a record, a report, or (`batch`: a whole file) a batch."""
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"{where}: $: expected a JSON object (a car record or report); got {kind_of(doc)}"
+        )
+    version = doc.get("version")
+    try:
+        if version == RECORD_VERSION:
+            return [_Record.model_validate(doc).result()]
+        if version == REPORT_VERSION:
+            return [_from_report(Report.model_validate(doc))]
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc, where)) from None
+    if batch and version == BATCH_VERSION:
+        records = doc.get("records")
+        if not isinstance(records, list):
+            raise InputError(f"{where}: $.records: expected an array; got {kind_of(records)}")
+        return [
+            r
+            for i, rec in enumerate(records, 1)
+            for r in _results_of(rec, f"{where}: record {i}", batch=False)
+        ]
+    what = "missing" if version is None else f"unknown version {version!r}"
+    known = [REPORT_VERSION, *([BATCH_VERSION] if batch else []), RECORD_VERSION]
+    hint = "; is this a trace? (`car blame` reads traces)" if version == "car.trace/v1" else ""
+    expected = ", ".join(map(repr, known[:-1])) + f" or {known[-1]!r}"
+    raise InputError(f"{where}: $.version: {what}; expected {expected}{hint}")
+
+
+def _is_sqlite(p: Path) -> bool:
+    try:
+        with p.open("rb") as fh:
+            return fh.read(16).startswith(b"SQLite format 3")
+    except OSError:
+        return False  # reading it again names the problem
+
+
+def read_results(source: str | Path) -> list[TraceResult]:
+    """Every result saved in a store (its reports), a JSON file (`car.report/v1` of one trace or
+    `car.batch/v1` of a batch) or JSONL of `car.record/v1` lines, in the file's order. Failed traces
+    keep their status and error, so re-rendering them exits as `car blame` did."""
+    from car.store import RolloutStore
+
+    p = Path(source)
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory, expected a car store, a JSON report or batch records")
+    if _is_sqlite(p):
+        with RolloutStore(p, create=False) as store:
+            stored = store.results()
+        return [
+            r
+            for n, s in enumerate(stored, 1)
+            for r in _results_of(s.report, f"{p}: report {n}", batch=False)
+        ]
+    try:
+        text = read_bytes(p, what="a car store, report or results").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: {_NOT_OURS} (byte {exc.start} is not UTF-8 text); {_READS}") from None
+    if not text.strip():
+        return []
+    try:
+        doc = json.loads(text, parse_constant=reject_constant)
+    except (ValueError, RecursionError) as whole:
+        return _read_lines(p, text, whole)
+    return _results_of(doc, str(p), batch=True)
+
+
+def _read_lines(p: Path, text: str, whole: Exception) -> list[TraceResult]:
+    """JSONL: one record (or report) a line. A first line that is not JSON means another kind of file."""
+    out: list[TraceResult] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line, parse_constant=reject_constant)
+        except (ValueError, RecursionError) as exc:
+            if out:
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise InputError(f"{p}: line {n}: invalid JSON: {reason}") from None
+            if p.suffix == ".json" and isinstance(whole, json.JSONDecodeError):  # where its JSON breaks
+                raise InputError(
+                    f"{p}: line {whole.lineno} column {whole.colno}: invalid JSON: {whole.msg}"
+                ) from None
+            raise InputError(f"{p}: {_NOT_OURS} (line {n} is not JSON); {_READS}") from None
+        out += _results_of(doc, f"{p}: line {n}", batch=False)
+    return out

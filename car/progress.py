@@ -20,31 +20,34 @@ from rich.progress import (
 from rich.text import Text
 
 from car.batch import TraceResult
-from car.outputs import credit_text
+from car.outputs import credit_text, error_text
 from car.render import literal
+from car.report import many
 
-__all__ = ["HeartbeatProgress", "RichBatchProgress", "finished_line"]
+__all__ = ["HeartbeatProgress", "RichBatchProgress", "finished_line", "finished_what"]
 
 
-_ERROR_CHARS = 160  # of a failed trace's error on its line; the record and the summary hold it whole
+def finished_what(result: TraceResult) -> str:
+    """What became of a trace, after its name and status: each thing said once (the path is not
+    repeated from the error, the status not as "failed"), and the error whole, on one line."""
+    r = result.report
+    parts = []
+    if result.status in ("input-error", "backend-error") or r is None:
+        # (a partial report may come with it: it names no step because the trace failed)
+        if result.error:
+            parts.append(" ".join(error_text(result).split()))
+    else:
+        credit = credit_text(r)
+        parts.append(credit if credit != "-" else "no decisive step")
+    if result.gates:  # the status says "gate" when they are why it is not ok
+        parts.append(("" if result.status == "gate" else "gate: ") + "; ".join(result.gates))
+    if r is not None:
+        parts.append(f"{many(r.budget.rollouts, 'rollout')} ({result.stored_rollouts} stored)")
+    return "; ".join(parts) or result.status
 
 
 def finished_line(result: TraceResult) -> str:
-    r = result.report
-    if result.status in ("input-error", "backend-error"):
-        # (a partial report may come with it: it names no step because the trace failed)
-        error = " ".join((result.error or result.status).split())
-        if len(error) > _ERROR_CHARS:
-            error = error[: _ERROR_CHARS - 1].rstrip() + "…"
-        what = f"failed: {error}"
-    elif r is None:
-        what = result.error or result.status
-    else:
-        credit = credit_text(r)
-        what = credit if credit != "-" else "no decisive step"
-    gates = f"; gate: {'; '.join(result.gates)}" if result.gates else ""
-    rollouts = f"; {r.budget.rollouts} rollouts ({result.stored_rollouts} stored)" if r else ""
-    return f"{result.label}: {result.status}: {what}{gates}{rollouts}"
+    return f"{result.label}: {result.status}: {finished_what(result)}"
 
 
 class RichBatchProgress:
@@ -88,9 +91,9 @@ class RichBatchProgress:
         self.bar.update(self.overall, completed=self.done)
         style = "green" if result.status == "ok" else "red"
         line = Text(f"{result.status:>13} ", style=style)
-        line.append_text(literal(finished_line(result).split(": ", 1)[0]))
-        line.append(": " + finished_line(result).split(": ", 2)[-1])
-        self.console.print(line, highlight=False)
+        line.append_text(literal(result.label))
+        line.append_text(literal(": " + finished_what(result)))
+        self.console.print(line, highlight=False)  # wrapped at the console's width, never cut
 
 
 class HeartbeatProgress:
@@ -124,7 +127,7 @@ class HeartbeatProgress:
             done_r = sum(d for d, _ in self.rollouts.values())
             total_r = sum(t for _, t in self.rollouts.values())
             self._say(
-                f"[{self.done}/{self.total} traces] {len(self.rollouts)} in flight, "
+                f"[{self.done}/{many(self.total, 'trace')}] {len(self.rollouts)} in flight, "
                 f"{done_r}/{total_r} of their rollouts and draws done"
             )
 

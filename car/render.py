@@ -18,7 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from car.report import Estimate, Report, label_line
+from car.report import Estimate, Report, label_line, many
 
 __all__ = [
     "Layout",
@@ -314,7 +314,8 @@ def render_table(report: Report, console: Console) -> None:
         lines.insert(
             0,
             Text(
-                f"… {len(order) - len(shown)} more decision steps ranked lower, none significant "
+                f"… {many(len(order) - len(shown), 'more decision step')} ranked lower, "
+                "none significant "
                 "(all of them: --format json or html)",
                 style="dim",
             ),
@@ -331,7 +332,7 @@ def render_table(report: Report, console: Console) -> None:
         lines.append(Text("note: ") + literal(note))
     m = report.match_rate
     match_line = (
-        f"action-match rate {_pct(m)} over {m.n} draws"
+        f"action-match rate {_pct(m)} over {many(m.n, 'draw')}"
         if m.estimate is not None
         else "action-match rate: not measured"
     )
@@ -346,10 +347,10 @@ def render_table(report: Report, console: Console) -> None:
     lines.append(Text(f"{match_line}; {fact_line}; divergence {report.divergence_rate:.0%}"))
     lines.append(
         Text(
-            f"budget: {b.rollouts} rollouts, {b.policy_calls} policy calls"
+            f"budget: {many(b.rollouts, 'rollout')}, {many(b.policy_calls, 'policy call')}"
             f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
-            f"{report.samples} samples per step; min effect {report.min_effect:.0%}; "
-            f"verdicts Bonferroni-adjusted over {len(decisions)} steps"
+            f"{many(report.samples, 'sample')} per step; min effect {report.min_effect:.0%}; "
+            f"verdicts Bonferroni-adjusted over {many(len(decisions), 'step')}"
         )
     )
     spec_line = Text("specs: ") + literal(

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from car.render import as_blocks, figure, fit_layouts, literal
-from car.report import Report, ShapleyPlayer, ShapleyReport
+from car.report import Report, ShapleyPlayer, ShapleyReport, many
 
 __all__ = ["phi_cell", "shapley_lines", "shapley_table", "share_cell", "step_players"]
 
@@ -104,15 +104,19 @@ def shapley_lines(report: Report) -> list[Text]:
         if sh.budget_reached
         else (f"target half-width {sh.target_width:g} met" if sh.target_width else "budget not reached")
     )
-    unit = "replicates" if sh.method == "exact" else "pairs of walks"
-    cap = f" of {sh.budget_limit}" if sh.budget_limit is not None else ""
+    unit = ("replicate", "replicates") if sh.method == "exact" else ("pair of walks", "pairs of walks")
+    rollouts = (
+        f"{b.rollouts} of {many(sh.budget_limit, 'rollout')}"
+        if sh.budget_limit is not None
+        else many(b.rollouts, "rollout")
+    )
     return [
         Text(f"Shapley ({sh.method}, players: {sh.players_kind}) because ")
         + literal(report.method_reason or "requested"),
         Text(
-            f"  {eff}; {b.rollouts}{cap} rollouts, {b.policy_calls} policy calls, "
-            f"{b.reused} reused forks"
-            + (f", {sh.units} {unit}" if sh.units is not None else "")
+            f"  {eff}; {rollouts}, {many(b.policy_calls, 'policy call')}, "
+            f"{many(b.reused, 'reused fork')}"
+            + (f", {many(sh.units, *unit)}" if sh.units is not None else "")
             + f"; {stop}"
         ),
     ]

@@ -29,6 +29,7 @@ __all__ = [
     "label_agreement",
     "label_line",
     "load_report",
+    "many",
 ]
 
 REPORT_VERSION = "car.report/v1"
@@ -216,7 +217,9 @@ class Report(_Model):
                 named += [(("shapley", "players", i, "steps", j), k) for j, k in enumerate(p.steps)]
         for loc, k in named:
             if k is not None and not 0 <= k < n:
-                raise PathError(loc, f"step {k} is not one of the report's {n} steps (0-{n - 1})")
+                raise PathError(
+                    loc, f"step {k} is not one of the report's {many(n, 'step')} (0-{n - 1})"
+                )
         return self
 
 
@@ -257,6 +260,11 @@ def label_line(report: Report) -> str | None:
         if ok is not None
     ]
     return f"labelled mistake ({lab.source}): {' '.join(said)}; {ours}: {', '.join(verdicts)}"
+
+
+def many(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for one: "1 trace", "3 traces", "1 policy call"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def load_report(path: str | Path) -> Report:

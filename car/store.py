@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from car.errors import InputError
-from car.jsonfile import os_reason, read_bytes
+from car.jsonfile import os_reason
 
 __all__ = [
     "DEFAULT_DIR",
@@ -47,7 +47,6 @@ __all__ = [
     "clear_store",
     "default_store_path",
     "event_key",
-    "load_results",
     "merge_source",
     "namespace",
     "open_default_store",
@@ -205,6 +204,12 @@ class StoreInfo:
     traces: int
     results: int
     by_kind: dict[str, int]
+
+    def holds(self) -> str:
+        """ "3 traces; 1 report": what it holds besides the rollouts."""
+        from car.report import many
+
+        return f"{many(self.traces, 'trace')}; {many(self.results, 'report')}"
 
 
 @dataclass(frozen=True)
@@ -477,50 +482,3 @@ def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
             f.unlink()
             removed.append(f)
     return removed
-
-
-def _is_sqlite(p: Path) -> bool:
-    try:
-        with p.open("rb") as fh:
-            return fh.read(16).startswith(b"SQLite format 3")
-    except OSError:
-        return False  # reading it again names the problem
-
-
-def load_results(source: str | Path) -> Iterator[dict[str, Any]]:
-    """Stored report documents from a store file, a `car.report/v1` JSON file, or a JSONL of batch
-    records: what `car report` re-renders without any new model call."""
-    p = Path(source)
-    what = "a car store, a JSON report or batch records (JSONL)"
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, expected {what}")
-    if _is_sqlite(p):
-        with RolloutStore(p, create=False) as store:
-            for r in store.results():
-                yield r.report
-        return
-    try:
-        text = read_bytes(p, what=what).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: byte {exc.start}: not UTF-8 text, expected {what}") from None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict):
-        yield doc.get("report", doc) if doc.get("version", "").startswith("car.record") else doc
-        return
-    if isinstance(doc, list):
-        yield from doc
-        return
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{p}: line {n}: invalid JSON: {exc}") from None
-        if isinstance(rec, dict) and isinstance(rec.get("report"), dict):
-            yield rec["report"]
-        elif isinstance(rec, dict) and rec.get("version") == "car.report/v1":
-            yield rec

@@ -213,7 +213,7 @@ def test_missing_policy_is_explained(run_cli, tmp_path: Path) -> None:  # type: 
     ("args", "expected"),
     [
         (("report", "{dir}"), "is a directory, expected a car store, a JSON report or batch records"),
-        (("report", "{bin}"), "byte 0: not UTF-8 text, expected a car store"),
+        (("report", "{bin}"), "not a car store, report or results file (byte 0 is not UTF-8 text)"),
         (("cache", "clear", "--store", "{dir}", "--force"), "is a directory, not a car store"),
         (("cache", "info", "--store", "{dir}"), "is a directory, not a store file"),
         (("blame", str(TRACES / "pivot.json"), "--store", "{dir}"), "is a directory, not a store"),

@@ -160,10 +160,10 @@ def test_a_stored_backend_failure_rerenders_with_its_reason(
     assert reason.startswith("too many rollouts errored (") and "connection refused" in reason
     assert run(["blame", str(TRACES / "or.json"), *store], capsys)[0] == 0
     code, out, _ = run(["report", "s.db", "--format", "markdown"], capsys)
-    assert code == 0
+    assert code == 3  # as car blame exited for it
     assert f"| {PIVOT} | error | {reason} | - | - | backend-error |" in out.replace("\\", ""), out
     code, out, _ = run(["report", "s.db", "--format", "github"], capsys)
-    assert code == 0 and f"{PIVOT}: {reason}" in out and "None" not in out
+    assert code == 3 and f"{PIVOT}: {reason}" in out and "None" not in out
 
 
 def test_worst_code_wins_in_a_batch() -> None:
@@ -399,7 +399,7 @@ def test_github_command_escaping() -> None:
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
     res = TraceResult("x.json", "x", "input-error", error="line1\nline2: 100%, really")
     [cmd] = github_annotations([res])
-    assert cmd == "::error title=car%3A input-error::x.json: line1%0Aline2: 100%25, really"
+    assert cmd == "::error file=x.json,title=car%3A input-error::x.json: line1%0Aline2: 100%25, really"
     # a single line, whatever the trace text holds
     assert "\n" not in cmd
 
@@ -420,7 +420,8 @@ def test_github_summary_is_appended_and_capped(
     text = render_output("github", mixed_results, batch=True)
     assert all(line.startswith("::") for line in text.splitlines())  # stdout: commands only
     assert any(
-        line.startswith("::warning title=car blames step 1 (agent)::") for line in text.splitlines()
+        line.startswith(f"::warning file={PIVOT},title=car blames step 1 (agent)::{PIVOT}: ")
+        for line in text.splitlines()
     )
     body = summary.read_text()
     assert body.startswith("# earlier step output\n## car blame")

@@ -250,7 +250,7 @@ def test_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     capsys.readouterr()
     assert _run_main(["cache", "info", "--store", str(store)]) == 0
     out = capsys.readouterr().out
-    assert "over 1 traces" in out and "1 reports" in out
+    assert "over 1 trace; 1 report;" in out
     assert _run_main(["cache", "clear", "--store", str(store)]) == 0
     assert not store.exists()
 

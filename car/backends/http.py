@@ -384,8 +384,8 @@ class HttpBackend:
         self.stats.failures += 1
         # Given up on only if the server answered nobody while this request tried: a response to
         # another request meanwhile means it is up, and this one was unlucky.
+        tries = f"{self.max_attempts} attempt" + ("s" if self.max_attempts > 1 else "")
         if not self._answered and self._reach.answered_at < started:
-            tries = f"{self.max_attempts} attempt" + ("s" if self.max_attempts > 1 else "")
             self._reach.verdict = self._redact(
                 f"cannot reach {self.base_url}: no answer in {tries} (last: {last}); "
                 "is the server running, and is the base URL right?"
@@ -393,7 +393,7 @@ class HttpBackend:
             self._reach.until = _now() + GIVE_UP_SECONDS
             raise BackendError(self._redact(f"{self.name}: {self._reach.verdict}")) from None
         raise BackendError(
-            self._redact(f"{self.name}: {url}: gave up after {self.max_attempts} attempts; last: {last}")
+            self._redact(f"{self.name}: {url}: gave up after {tries}; last: {last}")
         ) from None
 
     def _given_up(self) -> str | None:

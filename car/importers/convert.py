@@ -60,7 +60,9 @@ def _summary(trace: Trace) -> str:
     cls = f"class {fid.class_}" if fid else "native"
     warn = f"; warnings: {', '.join(w.code for w in fid.warnings)}" if fid and fid.warnings else ""
     fmt = trace.source.format if trace.source else "car"
-    return f"{trace.id}: {fmt}, {cls}, {len(trace.steps)} steps, {len(trace.actors)} actors{warn}"
+    steps, actors = len(trace.steps), len(trace.actors)
+    counts = f"{steps} step{'s' if steps != 1 else ''}, {actors} actor{'s' if actors != 1 else ''}"
+    return f"{trace.id}: {fmt}, {cls}, {counts}{warn}"
 
 
 def write_imported(
@@ -96,5 +98,5 @@ def write_imported(
             name += "_"
         used.add(name)
         _write(output / f"{name}.json", t)
-    lines.append(f"wrote {len(traces)} traces to {output}")
+    lines.append(f"wrote {n} trace{'s' if n != 1 else ''} to {output}")
     return lines
