@@ -32,7 +32,7 @@ from car.fallback import Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, RowRunner, gather_all
-from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport
+from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
@@ -489,11 +489,12 @@ def _report(
         status = "backend-errors"
     if errored:
         notes.append(
-            f"{errored} of {c.rollouts} rollouts errored and are excluded; when errors depend on "
+            f"{errored} of {many(c.rollouts, 'rollout')} errored and {'is' if errored == 1 else 'are'} "
+            "excluded; when errors depend on "
             "what the agent did, the remaining estimates are biased"
         )
     if c.unscorable:
-        notes.append(f"{c.unscorable} rollouts could not be scored (excluded)")
+        notes.append(f"{many(c.unscorable, 'rollout')} could not be scored (excluded)")
 
     # The record's own value, whether or not there was anything to attribute.
     fact_exact = result.factual_exact if result is not None else comps.scorer.deterministic

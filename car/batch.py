@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from car.errors import BackendError, CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
-from car.report import Report
+from car.report import Report, many
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
@@ -306,9 +306,10 @@ class WorkEstimate:
             else ""
         )
         return (
-            f"estimate: {self.traces} trace{'s' if self.traces != 1 else ''}{bad}, "
-            f"up to {self.rollouts} rollouts{more}, {self.match_draws} match draws, "
-            f"~{self.policy_calls} policy calls (at the recorded lengths; stored rollouts are free)"
+            f"estimate: {many(self.traces, 'trace')}{bad}, "
+            f"up to {many(self.rollouts, 'rollout')}{more}, {many(self.match_draws, 'match draw')}, "
+            f"~{many(self.policy_calls, 'policy call')} "
+            "(at the recorded lengths; stored rollouts are free)"
         )
 
 
@@ -360,11 +361,14 @@ class BudgetGuard:
         need_c = est.policy_calls if est is not None else 0
         if self.max_rollouts is not None and self.rollouts + need_r > self.max_rollouts:
             left = max(0, self.max_rollouts - self.rollouts)
-            return f"skipped: needs {need_r} rollouts, {left} left of --max-rollouts {self.max_rollouts}"
+            return (
+                f"skipped: needs {many(need_r, 'rollout')}, {left} left of "
+                f"--max-rollouts {self.max_rollouts}"
+            )
         if self.max_policy_calls is not None and self.policy_calls + need_c > self.max_policy_calls:
             left = max(0, self.max_policy_calls - self.policy_calls)
             return (
-                f"skipped: needs about {need_c} policy calls, {left} left of "
+                f"skipped: needs about {many(need_c, 'policy call')}, {left} left of "
                 f"--max-policy-calls {self.max_policy_calls}"
             )
         self._hold(key, need_r, need_c)

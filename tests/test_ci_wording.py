@@ -109,3 +109,10 @@ def test_counts_agree_with_their_nouns() -> None:
     table = console.export_text()
     assert "over 1 draw;" in table and "budget: 1 rollout, 1 policy call;" in table
     assert "1 sample per step" in table
+
+
+def test_the_estimate_and_notes_count_in_the_singular_too() -> None:
+    from car.batch import WorkEstimate
+
+    line = WorkEstimate(traces=1, rollouts=1, match_draws=1, policy_calls=1).line()
+    assert line.startswith("estimate: 1 trace, up to 1 rollout, 1 match draw, ~1 policy call (")
