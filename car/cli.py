@@ -653,9 +653,17 @@ def report_cmd(
             metavar="WHICH",
         ),
     ] = None,
+    exit_zero: Annotated[
+        bool,
+        typer.Option("--exit-zero", help="Exit 0 on gates (1) and backend failures (3)."),
+    ] = False,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
-    """Re-render saved results in any format, without new model calls."""
+    """Re-render saved results in any format, without new model calls.
+
+    Exits as car blame did for the traces it shows (1 a gate tripped, 2 an input error, 3 a backend
+    failure), unless --exit-zero.
+    """
     global _DEBUG
     _DEBUG = debug
     from car.ci import check_rerender_output, rerender, write_report
@@ -670,7 +678,8 @@ def report_cmd(
     else:
         write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
         print(f"report written to {output}", file=sys.stderr)
-    code = final_exit_code(r.exit_code for r in results)  # as car blame exited for these traces
+    # As car blame exited for these traces.
+    code = final_exit_code((r.exit_code for r in results), exit_zero=exit_zero)
     if code:
         print(f"car: {counts_line(results)}", file=sys.stderr)
         raise typer.Exit(code)

@@ -108,3 +108,14 @@ def test_records_that_are_not_car_records_are_named_not_skipped(
         "car: error: r.jsonl: line 2: $.status: expected 'ok', 'gate', 'input-error', "
         """'backend-error' or 'budget'; got "lost"\n"""
     )
+
+
+def test_exit_zero_lets_gates_pass_but_never_input_errors(
+    batch: Path, run_cli: Callable[..., Result]
+) -> None:
+    """As with `car blame --exit-zero`: a tripped gate (1) re-renders with exit 0, an input error (2)
+    does not."""
+    r = run_cli("report", "out.jsonl", "--pick", "runs/pivot.json", "--format", "json", "--exit-zero")
+    assert r.code == 0 and json.loads(r.out)["locus"] == 1 and r.err == ""
+    r = run_cli("report", "out.jsonl", "--format", "markdown", "--exit-zero")
+    assert r.code == 2 and r.err == "car: 2 traces: 1 gate, 1 input-error\n"
