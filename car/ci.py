@@ -76,8 +76,9 @@ USAGE_COUNTERS = (
 
 
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
-    """`COUNTER=USD` per million (`--price input_tokens=2.5 --price output_tokens=10`); a counter
-    none of the backends reports (a typo would cost 0) is refused before any work."""
+    """`COUNTER=USD` per million (`--price input_tokens=2.5 --price output_tokens=10`). A counter
+    car's own backends do not report may be a plugin's (docs/ci.md), so it is kept: `run_blame`
+    names it before any work, and again after the run if no component reported it."""
     prices = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -88,11 +89,6 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
         if not sep or not name.strip() or math.isnan(price):
             raise InputError(
                 f"--price {item!r}: expected COUNTER=USD_PER_MILLION, e.g. input_tokens=2.5"
-            )
-        if name.strip() not in USAGE_COUNTERS:
-            raise InputError(
-                f"--price {item!r}: no counter {name.strip()!r}; known counters: "
-                f"{', '.join(USAGE_COUNTERS)}"
             )
         if price < 0 or math.isinf(price):
             raise InputError(f"--price {item!r}: a price is a finite amount of 0 or more")
@@ -292,6 +288,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         raise InputError(f"--executor must be 'local' or 'ray', got {req.executor!r}")
     check_caps(req.max_rollouts, req.max_policy_calls)
     check_outputs(req)
+    for name in [n for n in req.options.prices if n not in USAGE_COUNTERS]:
+        say(  # a typo would cost 0 for the whole run: said before any work
+            f"car: note: --price {name}: car's backends report {', '.join(USAGE_COUNTERS)}; "
+            f"{name} costs only if a plugin reports it"
+        )
 
     planned = plan_batch(req.paths, req.options, req.shard, own_outputs(req))
     _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])
