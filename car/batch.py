@@ -28,7 +28,7 @@ from car.report import Report, many
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
-from car.tracefiles import TRACE_SUFFIXES, Entry, checked, natural_key, walk
+from car.tracefiles import TRACE_SUFFIXES, Entry, checked, is_folder, natural_key, walk
 
 __all__ = [
     "ESTIMATE_VERSION",
@@ -97,7 +97,7 @@ def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[
     out: list[Entry] = []
     for item in as_paths(items):
         text = os.fspath(item)
-        if os.path.isdir(text):
+        if is_folder(text):
             found = [e for e in walk(text) if wanted(e)]
             if not found:
                 raise InputError(

@@ -459,7 +459,9 @@ def validate(
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
-    if trace.is_dir():
+    from car.tracefiles import is_folder
+
+    if is_folder(trace):
         from car.importers.batch import check_path, render_rows
 
         rows = check_path(trace, source_format)

@@ -49,6 +49,7 @@ from car.report import (
     shared_credit,
 )
 from car.shapley import credited_players
+from car.tracefiles import is_folder
 
 __all__ = [
     "BATCH_VERSION",
@@ -579,7 +580,7 @@ def read_results(source: str | Path) -> list[TraceResult]:
     from car.store import RolloutStore
 
     p = Path(source)
-    if p.is_dir():
+    if is_folder(p):
         raise InputError(f"{p}: is a directory, expected a car store, a JSON report or batch records")
     if _is_sqlite(p):
         with RolloutStore(p, create=False) as store:

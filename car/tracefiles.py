@@ -9,6 +9,10 @@ order, path part by part: `2.json` before `10.json`, `a.json` before `B.JSON`.
 An entry that cannot be read or checked (a directory that cannot be listed, a broken link, a link
 into a directory that cannot be entered) is never skipped in silence: it is an `Entry` with the
 one-line error that names it, so the caller reports it beside the traces it could read.
+
+A path named on the command line is walked when `is_folder` says it is a directory: where car may not
+look (a path inside a folder it may not enter) the answer is no, and the path is then read or written
+as a file, which names its own error in one line.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from pathlib import Path
 
 from car.jsonfile import os_reason
 
-__all__ = ["TRACE_SUFFIXES", "Entry", "checked", "is_trace_name", "natural_key", "walk"]
+__all__ = [
+    "TRACE_SUFFIXES",
+    "Entry",
+    "checked",
+    "is_folder",
+    "is_trace_name",
+    "natural_key",
+    "walk",
+]
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".eval")
 
@@ -37,6 +49,12 @@ class Entry:
 
 def is_trace_name(name: str) -> bool:
     return name.lower().endswith(TRACE_SUFFIXES)
+
+
+def is_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether a path named directly is a directory to walk; False where it cannot be checked, as
+    reading it then says why (pathlib's `is_dir` raises PermissionError there)."""
+    return os.path.isdir(path)
 
 
 def natural_key(path: str) -> tuple[object, ...]:

@@ -121,6 +121,70 @@ def test_a_file_named_directly_that_cannot_be_checked_is_no_crash(
     assert code == 0, err
 
 
+def _lock(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """As an unprivileged user sees a folder after `chmod 000`: the folder itself can be checked,
+    nothing inside it can be checked, read, written or made (root may do all of it)."""
+    inside = os.fspath(folder) + os.sep
+    real_stat, real_mkdir = os.stat, os.mkdir
+    real_read, real_write = Path.read_bytes, Path.write_bytes
+
+    def denied(path: Any) -> bool:
+        return isinstance(path, str | os.PathLike) and os.path.abspath(path).startswith(inside)
+
+    def refuse(path: Any) -> PermissionError:
+        return PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if denied(path):
+            raise refuse(path)
+        return real_stat(path, *args, **kwargs)
+
+    def mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if denied(path):
+            raise refuse(path)
+        real_mkdir(path, *args, **kwargs)
+
+    def read_bytes(self: Path) -> bytes:
+        if denied(self):
+            raise refuse(self)
+        return real_read(self)
+
+    def write_bytes(self: Path, data: Any) -> int:
+        if denied(self):
+            raise refuse(self)
+        return real_write(self, data)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+
+
+def test_validate_and_import_of_a_path_inside_a_folder_car_may_not_enter_say_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """`car validate FILE`, `car import -o PATH` and `car report FILE` asked pathlib whether the
+    path was a directory, which raises there: a PermissionError traceback, exit 1. They ask as
+    `car blame` does (os.path says no where it may not look), then the file read or written names
+    its error: one line, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "locked", "x.json")
+    _lock(monkeypatch, tmp_path / "locked")
+    code, out, err = _run(run_cli, ["validate", "locked/x.json"])
+    assert (code, out) == (2, "")
+    assert err == "car: error: locked/x.json: cannot read: Permission denied\n"
+    code, out, err = _run(run_cli, ["import", str(PIVOT), "-o", "locked/out.json"])
+    assert (code, out) == (2, "")
+    assert err == "car: error: locked/out.json: cannot write the trace (Permission denied)\n"
+    several = Path(__file__).parent / "fixtures" / "importers" / "tau_bench.json"
+    code, out, err = _run(run_cli, ["import", str(several), "-o", "locked/runs"])
+    assert (code, out) == (2, "")
+    assert err == "car: error: locked/runs: cannot create the directory (Permission denied)\n"
+    code, out, err = _run(run_cli, ["report", "locked/x.json"])  # `car report` had the same shape
+    assert (code, out) == (2, "")
+    assert err == "car: error: locked/x.json: cannot read: Permission denied\n"
+
+
 # -- one rule for which files a folder holds ---------------------------------------------------
 def test_validate_and_blame_take_the_same_files_in_natural_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -20,7 +20,7 @@ from rich.table import Table
 from car.errors import CarError
 from car.render import literal
 from car.trace import Trace
-from car.tracefiles import Entry, walk
+from car.tracefiles import Entry, is_folder, walk
 
 __all__ = ["Row", "check_path", "render_rows", "trace_files"]
 
@@ -61,7 +61,7 @@ def check_path(path: Path, fmt: str = "auto") -> list[Row]:
     directory that cannot be read or checked is a failed row of its own."""
     from car.importers import import_file
 
-    entries = walk(path) if path.is_dir() else [Entry(str(path))]
+    entries = walk(path) if is_folder(path) else [Entry(str(path))]
     rows: list[Row] = []
     for entry in entries:
         if entry.error is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from car.errors import InputError
 from car.jsonfile import os_reason
 from car.trace import Trace
+from car.tracefiles import is_folder
 
 __all__ = ["write_imported"]
 
@@ -73,7 +74,7 @@ def write_imported(
 
     traces = [load_any(file, fmt, item)] if item is not None else import_file(file, fmt)
     lines = [f"imported {_summary(t)}" for t in traces]
-    if len(traces) == 1 and (output is None or not output.is_dir()):
+    if len(traces) == 1 and (output is None or not is_folder(output)):
         if output is None:
             sys.stdout.write(_encoded(traces[0], "stdout").decode("utf-8"))
         else:
@@ -81,7 +82,10 @@ def write_imported(
             lines.append(f"wrote {output}")
         return lines
     n = len(traces)
-    if output is None or (not output.is_dir() and (output.exists() or output.suffix.lower() == ".json")):
+    # where car may not look, `output` is taken as no directory: writing it names the error
+    if output is None or (
+        not is_folder(output) and (os.path.exists(output) or output.suffix.lower() == ".json")
+    ):
         named = "" if output is None else f"-o {output} names a file; "
         raise InputError(
             f"{file}: holds {n} runs; {named}write them to a directory with -o DIR, or pick one "
