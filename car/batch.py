@@ -506,7 +506,7 @@ async def attribute_one(
 
     `grant` asks the run-wide budget for an automatic Shapley run's rollouts and policy calls.
     """
-    from car.attribution import _resolve, blame_async, nothing_to_attribute, require_decisions
+    from car.attribution import _resolve, blame_async, require_decisions
 
     label = path or trace.id
     runner = runner.child(grant)
@@ -535,15 +535,8 @@ async def attribute_one(
             trace, **kwargs, concurrency=max(1, runner.concurrency), progress=tick, runner=runner
         )
         report.trace_path = path or None
-        result = TraceResult(path, trace.id, "ok", report)
-        if report.status == "backend-errors":
-            result.status = "backend-error"
-            result.error = backend_failure(report)
-        elif (reason := nothing_to_attribute(report)) is not None:
-            # The scorer is what to fix (it says the record did not fail): an input error, with the
-            # report that says so kept.
-            result.status = "input-error"
-            result.error = f"{label}: {reason}"
+        judged, error = report_status(report, label)
+        result = TraceResult(path, trace.id, judged, report, error=error)
         result.gates = options.gates.check(report)
         if result.gates and result.status == "ok":
             result.status = "gate"
@@ -572,6 +565,20 @@ async def attribute_one(
             result.usage.get(name, 0) * price / 1e6 for name, price in options.prices.items()
         )
     return result
+
+
+def report_status(report: Report, label: str) -> tuple[Status, str | None]:
+    """A finished report's status and error before gates, by one rule for `car blame` and for
+    `car report` re-reading it: a backend error when its rollouts errored too often; an input error
+    naming `label` when its scorer leaves nothing to attribute (`nothing_to_attribute`: the scorer,
+    not the run, is what to fix; the report that says so is kept); else ok."""
+    from car.attribution import nothing_to_attribute
+
+    if report.status == "backend-errors":
+        return "backend-error", backend_failure(report)
+    if (reason := nothing_to_attribute(report)) is not None:
+        return "input-error", f"{label}: {reason}"
+    return "ok", None
 
 
 def backend_failure(report: Report) -> str:

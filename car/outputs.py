@@ -32,7 +32,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from car.batch import RECORD_VERSION, Status, TraceResult, backend_failure
+from car.batch import RECORD_VERSION, Status, TraceResult, report_status
 from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
@@ -526,13 +526,12 @@ class _Record(BaseModel):
 
 
 def _from_report(r: Report) -> TraceResult:
-    """A report saved on its own (the store, `--format json` of one trace): ok, or a backend error
-    when its rollouts errored too often; gates are not saved with it."""
-    if r.status == "backend-errors":
-        return TraceResult(
-            r.trace_path or r.trace_id, r.trace_id, "backend-error", r, error=backend_failure(r)
-        )
-    return TraceResult(r.trace_path or r.trace_id, r.trace_id, "ok", r)
+    """A report saved on its own (the store, `--format json` of one trace), with the status
+    `car blame` gave it (`report_status`: a backend error when its rollouts errored too often, an
+    input error when its scorer left nothing to attribute); gates are not saved with it."""
+    label = r.trace_path or r.trace_id
+    status, error = report_status(r, label)
+    return TraceResult(label, r.trace_id, status, r, error=error)
 
 
 def _results_of(doc: Any, where: str, *, batch: bool) -> list[TraceResult]:

@@ -119,3 +119,25 @@ def test_exit_zero_lets_gates_pass_but_never_input_errors(
     assert r.code == 0 and json.loads(r.out)["locus"] == 1 and r.err == ""
     r = run_cli("report", "out.jsonl", "--format", "markdown", "--exit-zero")
     assert r.code == 2 and r.err == "car: 2 traces: 1 gate, 1 input-error\n"
+
+
+def test_a_report_whose_scorer_found_no_failure_rerenders_as_blame_gave_it(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """`car blame` makes a trace whose scorer says the record did not fail an input error (exit 2);
+    `car report` of its stored report or its `car.report/v1` JSON labelled the same report ok and
+    exited 0. Both now ask `nothing_to_attribute`."""
+    refund = str(TRACES / "support-refund.json")
+    argv = ["blame", refund, "--scorer", "regex:ZZZNOMATCH", "--store", "s.sqlite", "--no-progress"]
+    r = run_cli(*argv, "--format", "jsonl", "-o", "blame.jsonl", "--report", "json=report.json")
+    assert r.code == 2, r.err
+    (blamed,) = map(json.loads, Path("blame.jsonl").read_text().splitlines())
+    assert blamed["status"] == "input-error" and "did not fail" in blamed["error"]
+    for source in ("s.sqlite", "report.json", "blame.jsonl"):
+        r = run_cli("report", source, "--format", "jsonl")
+        assert r.code == 2, (source, r.err)
+        assert r.err == "car: 1 trace: 1 input-error\n"
+        (again,) = map(json.loads, r.out.splitlines())
+        assert (again["status"], again["error"]) == (blamed["status"], blamed["error"])
+        r = run_cli("report", source, "--exit-zero")  # never hides an input error
+        assert r.code == 2
