@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from car.batch import BatchOptions, blame_many, plan_batch
+from car.batch import BatchOptions, TraceResult, blame_many, plan_batch
 from car.store import RolloutStore
 
 ray = pytest.importorskip("ray")
@@ -125,3 +127,77 @@ def test_ray_keeps_a_trace_that_does_not_fit_waiting_as_the_local_executor_does(
     assert outcome == [(r.trace_id, r.status, r.error) for r in local]
     assert [status for _, status, _ in outcome] == ["ok", "ok", "budget"]
     assert outcome[2][2] == "skipped: needs 97 rollouts, 60 left of --max-rollouts 193"
+
+
+SLOW_POLICY = """\
+import asyncio
+from pathlib import Path
+from car.sim import make
+LOG = Path(__file__).with_name("calls.log")
+def note(line):
+    with LOG.open("a") as fh:
+        fh.write(line + "\\n")
+class Slow:
+    spec = "slow"
+    def __init__(self, inner, trace_id):
+        self.inner, self.trace_id = inner, trace_id
+    async def act(self, decision, key):
+        if self.trace_id.startswith("slow"):
+            note(f"started {self.trace_id}")
+            try:
+                await asyncio.sleep(30)
+            except BaseException:  # cancelled (or interrupted)
+                note(f"cancelled {self.trace_id}")
+                raise
+        for _ in range(1000):  # the fast trace finishes once a slow one is under way
+            if LOG.exists() and "started" in LOG.read_text():
+                break
+            await asyncio.sleep(0.01)
+        return await self.inner.act(decision, key)
+def policy(trace):
+    name = trace.replay.policy.split(":", 1)[1]
+    return Slow(make("policy", name, trace, trace.replay.policy), trace.id)
+"""
+
+
+class CallbackFailed(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_an_on_result_that_raises_stops_the_ray_batch_cleanly(local_ray: None, tmp_path: Path) -> None:
+    """As under the local executor: the traces still running are cancelled and awaited, then the
+    callback's exception propagates. The Ray driver let it propagate at once, the other tasks left
+    running on the workers (each policy call here waits 30 s)."""
+    from car.executors.ray import run_ray
+
+    (tmp_path / "slow.py").write_text(SLOW_POLICY)
+    doc = json.loads((TRACES / "pivot.json").read_text())
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    for n in (1, 2, 3):
+        (tmp_path / f"slow{n}.json").write_text(json.dumps({**doc, "id": f"slow-{n}"}))
+    opts = BatchOptions(policy=f"{tmp_path}/slow.py@policy", samples=2, match_samples=0)
+    seen: list[str] = []
+
+    def on_result(result: TraceResult) -> None:
+        seen.append(result.path)
+        raise CallbackFailed(result.path)
+
+    store = RolloutStore(tmp_path / "s.sqlite")
+    began = time.monotonic()
+    with pytest.raises(CallbackFailed):
+        run_ray(
+            options=opts,
+            store=store,
+            concurrency=4,
+            planned=plan_batch([tmp_path], opts),
+            on_result=on_result,
+        )
+    assert time.monotonic() - began < 20  # the slow calls were cancelled, not waited out
+    assert [Path(p).name for p in seen] == ["a.json"]
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    started = {line.split()[1] for line in calls if line.startswith("started")}
+    cancelled = {line.split()[1] for line in calls if line.startswith("cancelled")}
+    assert started and cancelled == started  # every slow trace that ran was cancelled, none left
+    assert [r.trace_id for r in store.results()] == ["pivot-0"]  # the finished report is kept
+    store.close()

@@ -11,6 +11,10 @@
   identical to the local executor's for the same seed.
 - Backend options (`--base-url`, key variable, timeouts, sampling overrides) live in a context
   variable of the driver; each task takes them along and sets them in its worker.
+- A batch stops as under the local executor: when `on_result` raises (or `--fail-fast`, an error,
+  Ctrl-C), the tasks still running are cancelled and awaited before the exception propagates; a
+  trace that finishes meanwhile is stored but not handed to the callback. A worker's event loop
+  wakes every `_WAKE_SECONDS`, so a cancellation is noticed even while it waits on a slow model.
 - Resumption is per finished trace: a driver killed mid-batch keeps every trace that finished, while
   the rollouts of traces still running on workers are recomputed on resume.
 
@@ -22,9 +26,9 @@ run best on the local executor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from car.backends.options import BackendOptions, configure, current
 from car.batch import (
@@ -41,6 +45,8 @@ from car.runner import Runner
 from car.store import MemoryStore, RolloutCache, RolloutStore
 
 __all__ = ["run_ray"]
+
+T = TypeVar("T")
 
 
 def _ray() -> Any:
@@ -108,8 +114,28 @@ def _attribute_task(
         return granted
 
     with configure(**asdict(backend)):
-        result = asyncio.run(attribute_one(path, trace, options, runner, grant=grant))
+        result = asyncio.run(_awake(attribute_one(path, trace, options, runner, grant=grant)))
     return result, memory.added
+
+
+_WAKE_SECONDS = 0.1
+
+
+async def _awake(work: Coroutine[Any, Any, T]) -> T:
+    """`work`, the loop waking every `_WAKE_SECONDS` meanwhile. `ray.cancel` raises KeyboardInterrupt
+    in the worker only when its main thread next runs Python, and a loop waiting on a slow model
+    call runs none: the task would go on until that call returned. Interrupted, `asyncio.run`
+    cancels `work` and awaits it, so its rollouts stop and its components close."""
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(_WAKE_SECONDS)
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        return await work
+    finally:
+        ticker.cancel()
 
 
 def run_ray(
@@ -146,13 +172,21 @@ def run_ray(
         guard = ray.remote(BudgetGuard).remote(max_rollouts, max_policy_calls)
         backend = current()  # the driver's --base-url and friends, for every worker
 
+        failures: list[Exception] = []  # raised by on_result: the batch stops, then the first
+
         def finish(i: int, result: TraceResult) -> None:
             results[i] = result
-            deliver(result, store, progress, on_result)
+            try:
+                # Once the batch is stopping, a trace that still finishes is stored, not handed on.
+                deliver(result, store, progress, None if failures else on_result)
+            except Exception as exc:  # the caller's callback raised
+                failures.append(exc)
 
         def admit(waiting: list[int]) -> list[int]:
             """Start the waiting traces that fit, in order, and skip those that nothing running could
             make fit (`BudgetGuard.admit`, on which the local executor waits); the rest wait on."""
+            if failures:
+                return []  # stopping: nothing more starts
             verdicts = ray.get(guard.admit_each.remote([(i, planned[i].estimate) for i in waiting]))
             for i, verdict in zip(waiting, verdicts, strict=True):
                 item = planned[i]
@@ -169,16 +203,17 @@ def run_ray(
                     finish(i, TraceResult(item.path, item.trace.id, "budget", error=verdict))
             return [i for i, v in zip(waiting, verdicts, strict=True) if v == BudgetGuard.WAIT]
 
-        for i, item in enumerate(planned):
-            if item.trace is None:
-                finish(i, TraceResult(item.path, None, "input-error", error=item.error))
-        waiting = admit([i for i, item in enumerate(planned) if item.trace is not None])
-        while refs:
-            done, _ = ray.wait(list(refs), num_returns=1)
-            i = refs.pop(done[0])
+        def collect(ref: Any, *, cancelled: bool = False) -> TraceResult | None:
+            """The finished task's result, its rows written to the store and its reservation settled;
+            None for a task that `cancelled` stopped before it finished."""
+            i = refs.pop(ref)
+            result: TraceResult
+            added: list[tuple[str, str, str, str, dict[str, Any]]]
             try:
-                result, added = ray.get(done[0])
+                result, added = ray.get(ref)
             except Exception as exc:  # a worker or node died: this trace fails, the batch goes on
+                if cancelled:
+                    return None
                 item = planned[i]
                 message = " ".join(str(exc).split())[:500]
                 result, added = (
@@ -195,12 +230,30 @@ def run_ray(
                     store.put(ns, key, trace_hash, kind, payload)
             ray.get(guard.settle.remote(i, result))
             finish(i, result)
-            if fail_fast and result.status != "ok":
-                for ref in refs:
-                    ray.cancel(ref)
-                break
-            if waiting:
-                waiting = admit(waiting)  # what it settled may make room
+            return result
+
+        for i, item in enumerate(planned):
+            if item.trace is None:
+                finish(i, TraceResult(item.path, None, "input-error", error=item.error))
+        waiting = admit([i for i, item in enumerate(planned) if item.trace is not None])
+        try:
+            while refs and not failures:
+                done, _ = ray.wait(list(refs), num_returns=1)
+                result = collect(done[0])
+                if fail_fast and result is not None and result.status != "ok":
+                    break
+                if waiting:
+                    waiting = admit(waiting)  # what it settled may make room
+        finally:
+            # Stopped (fail-fast, a callback that raised, an error, Ctrl-C): no task outlives the
+            # batch. Each is cancelled and awaited; one that finished anyway is kept.
+            for ref in refs:
+                ray.cancel(ref)
+            while refs:
+                done, _ = ray.wait(list(refs), num_returns=1)
+                collect(done[0], cancelled=True)
+        if failures:
+            raise failures[0]
         return [r for r in results if r is not None]
     finally:
         if started:
