@@ -24,7 +24,7 @@ import numpy as np
 from car.errors import BackendError, RolloutError
 from car.protocols import Decision, Environment, Mode, Policy, Scorer, Trajectory, Turn
 from car.rng import EventKey
-from car.trace import Action, Step, Trace
+from car.trace import Action, Sampling, Step, Trace
 
 __all__ = ["Plan", "Replay", "Rollout", "RowRunner", "Status", "gather_all"]
 
@@ -174,6 +174,12 @@ class Replay:
         self._cap = n + (self.slack if self.slack is not None else max(n, 5))
         self._rec_sigs = [_recorded_signature(s) for s in self.trace.steps]
         self._actors = {a.id: a for a in self.trace.actors}
+        # Each actor's recorded sampling by step: a turn off the record (its position shifted, or
+        # past the recorded end) decides with its actor's, not with none.
+        self._sampling: dict[str, list[tuple[int, Sampling]]] = {}
+        for s in self.trace.steps:
+            if s.sampling is not None:
+                self._sampling.setdefault(s.actor, []).append((s.index, s.sampling))
 
     @property
     def step_cap(self) -> int:
@@ -257,10 +263,20 @@ class Replay:
             actor=self._actors[actor],
             task=self.trace.task,
             history=history,
-            sampling=rec.sampling if rec is not None and rec.actor == actor else None,
+            sampling=(rec.sampling if rec is not None and rec.actor == actor else None)
+            or self._nearest(actor, index),
             recorded_context=explicit if isinstance(explicit, tuple) else None,
             actors=self.trace.actors,
         )
+
+    def _nearest(self, actor: str, index: int) -> Sampling | None:
+        """The actor's recorded sampling at its latest recorded step before `index` (else its
+        first): what it decided with when the record shows no step of it at `index`."""
+        recorded = self._sampling.get(actor)
+        if not recorded:
+            return None
+        before = [sampling for i, sampling in recorded if i < index]
+        return before[-1] if before else recorded[0][1]
 
     def _on_record(self, history: tuple[Turn, ...] | list[Turn]) -> bool:
         n = len(self.trace.steps)

@@ -246,6 +246,14 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
 
 def make_policy(spec: str, trace: Trace) -> Policy:
     policy: Policy = _make("policy", spec, trace)
+    from car.backends.options import current
+
+    if current().thinking is not None and not getattr(policy, "accepts_thinking", False):
+        # An option that would change nothing is refused, not ignored.
+        raise InputError(
+            f"--thinking {current().thinking}: policy {spec!r} has no thinking settings "
+            "(anthropic:MODEL has)"
+        )
     return policy
 
 

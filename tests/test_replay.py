@@ -392,3 +392,34 @@ def test_gather_all_leaves_no_job_running_after_a_failure(limit: int | None) -> 
 
     asyncio.run(go())
     assert finished == []
+
+
+def test_a_turn_off_the_record_decides_with_its_actors_recorded_sampling() -> None:
+    """A rollout whose turns shift position (or run past the recorded end) still decides with the
+    actor's recorded settings, the latest before that position: it decided with none, so a model
+    backend sent its defaults (no temperature, another max_tokens or thinking budget) on exactly
+    the counterfactual rollouts blame is measured on."""
+    from car.trace import Sampling, Step
+
+    trace = load_trace(TRACES / "support-refund.json")
+    cold, warm = Sampling(temperature=0.2, max_tokens=4096), Sampling(temperature=0.7)
+    steps = list(trace.steps)
+    steps[0] = Step(**{**steps[0].model_dump(), "sampling": cold})
+    steps[2] = Step(**{**steps[2].model_dump(), "sampling": warm})
+    trace = Trace(**{**trace.model_dump(), "steps": tuple(steps)})
+    replay = Replay(
+        trace,
+        make_policy("sim:support-refund", trace),
+        make_env("sim:support-refund", trace),
+        make_scorer("sim:support-refund", trace),
+    )
+    seen = [replay._decision(k, "support", (), False).sampling for k in range(6)]
+    assert seen == [cold, cold, warm, warm, warm, warm]
+    # An actor that recorded none still gets none.
+    bare = Replay(
+        load_trace(TRACES / "support-refund.json"),
+        make_policy("sim:support-refund", trace),
+        make_env("sim:support-refund", trace),
+        make_scorer("sim:support-refund", trace),
+    )
+    assert bare._decision(5, "support", (), False).sampling is None

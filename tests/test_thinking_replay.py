@@ -261,3 +261,71 @@ def test_blame_end_to_end_with_thinking(
     assert report["budget"]["errored"] == 0 and report["locus"] == 1
     assert bodies and all(b["thinking"] == BUDGET for b in bodies)
     assert server.outcomes["ok"] == len(bodies)  # no request was refused
+
+
+def test_what_thinking_changes_is_in_the_reports_notes_not_only_on_stderr() -> None:
+    """A recorded temperature the API refuses with thinking on, and max_tokens raised above the
+    budget, were said once on stderr: the saved report (JSON, HTML, a later `car report`) did not
+    tell that the requests differed from the record."""
+    trace = _thinking_trace(Sampling(thinking=BUDGET, max_tokens=1024, temperature=0.7))
+    with _server() as server:
+        options = BackendOptions(base_url=server.anthropic_url, backoff_base=0.01)
+        policy = AnthropicPolicy("support-refund", trace, options=options)
+        notes = policy.notes()
+        asyncio.run(policy.aclose())
+    assert "anthropic:support-refund: max_tokens raised to 3072, above the thinking budget" in notes
+    assert (
+        "anthropic:support-refund: recorded temperature 0.7 not sent: the API refuses it with "
+        "thinking on"
+    ) in notes
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--temperature", "0.5"), ("--top-p", "0.9")])
+def test_a_setting_the_user_gives_that_thinking_refuses_is_an_error(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-test")
+    with _server() as server:
+        with pytest.raises(SystemExit) as exc:
+            main(
+                [
+                    "blame",
+                    str(TRACE),
+                    "--policy",
+                    "anthropic:support-refund",
+                    "--base-url",
+                    server.anthropic_url,
+                    "--thinking",
+                    "2048",
+                    flag,
+                    value,
+                    "--no-store",
+                ]
+            )
+        assert server.requests == []
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert f"{flag} {value}: the Messages API refuses it with thinking on" in err
+
+
+def test_thinking_for_a_policy_without_thinking_settings_is_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["blame", str(TRACE), "--thinking", "2048", "--no-store"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert "--thinking 2048: policy 'sim:support-refund' has no thinking settings" in err
+
+
+def test_thinking_values_are_read_strictly_and_said_plainly() -> None:
+    assert thinking_config(" 2048 ") == {"type": "enabled", "budget_tokens": 2048}
+    assert thinking_config("ADAPTIVE") == {"type": "adaptive"}
+    with pytest.raises(ValueError):
+        thinking_config("٢٠٤٨")  # Arabic-Indic digits: str.isdigit() says yes, int() reads them
+    trace = _thinking_trace(None)
+    with _server() as server:
+        options = BackendOptions(base_url=server.anthropic_url, thinking="ADAPTIVE")
+        policy = AnthropicPolicy("support-refund", trace, options=options)
+        asyncio.run(policy.aclose())
+    assert "anthropic:support-refund: thinking adaptive (--thinking)" in policy.notes()

@@ -20,21 +20,22 @@ than 1 or a top_p below 0.95, which the API refuses then, is not sent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from car.backends.common import ServerPolicy, api_key, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
-from car.backends.options import BackendOptions, server_url, thinking_config
+from car.backends.options import BackendOptions, describe_thinking, server_url, thinking_config
 from car.backends.wire import (
     action_from_anthropic,
     anthropic_messages,
     anthropic_thinking,
     anthropic_tools,
 )
-from car.errors import BackendError
+from car.errors import BackendError, InputError
 from car.protocols import Decision
 from car.rng import EventKey
-from car.trace import Action, Trace
+from car.trace import Action, Sampling, Step, Trace
 
 __all__ = ["ANTHROPIC_URL", "ANTHROPIC_VERSION", "AnthropicPolicy", "anthropic_backend"]
 
@@ -74,49 +75,72 @@ class AnthropicPolicy(ServerPolicy):
     """Draws actions from the Messages API. See the module docstring."""
 
     kind = "anthropic"
+    accepts_thinking = True  # `--thinking` means something to this policy (car.specs.make_policy)
 
     def connect(self, options: BackendOptions) -> HttpBackend:
         return anthropic_backend(options)
 
     def started(self, trace: Trace | None) -> None:
         self._pair_rejected = False
-        self._said: set[str] = set()
         steps = trace.steps if trace is not None else ()
         # The actors the record shows thinking (the API's own blocks in their turns).
         self._thinkers = {s.actor for s in steps if anthropic_thinking(s.action.reasoning)}
-        recorded = any(s.sampling is not None and s.sampling.thinking for s in steps)
-        self._thinking_note = None
-        if self.options.thinking is not None:
-            self._thinking_note = f"{self.spec}: thinking {self.options.thinking} (--thinking)"
-        elif self._thinkers and not recorded:
-            self._thinking_note = (
-                f"{self.spec}: the trace shows thinking but not its settings: replayed with a "
-                f"budget of {DEFAULT_THINKING['budget_tokens']} tokens (set --thinking)"
-            )
+        # What thinking changes in the requests follows from the trace and the options alone: said
+        # now, and kept in the report's notes (a rerun served from the store says it too).
+        self._thinking_notes = [f"{self.spec}: {line}" for line in self._thinking_changes(steps)]
+        for line in self._thinking_notes:
+            notice(line)
         notice(
             f"{self.spec}: the Messages API has no seed: samples are independent and arms cannot "
             "share noise (common random numbers unavailable)"
         )
 
+    def _thinking_changes(self, steps: Sequence[Step]) -> list[str]:
+        """How thinking makes the requests differ from the record or from the user's settings, one
+        line each; a setting the user gave that the API refuses with thinking on is an error."""
+        out: list[str] = []
+        if self.options.thinking is not None:
+            out.append(
+                f"thinking {describe_thinking(thinking_config(self.options.thinking))} (--thinking)"
+            )
+        elif self._thinkers and not any(s.sampling is not None and s.sampling.thinking for s in steps):
+            out.append(
+                "the trace shows thinking but not its settings: replayed with a budget of "
+                f"{DEFAULT_THINKING['budget_tokens']} tokens (set --thinking)"
+            )
+        for step in steps:
+            thinking = self._thinking(step.actor, step.sampling)
+            if thinking is None:
+                continue
+            body = self._params(step.sampling)
+            for name, value in self._think(body, thinking):
+                given = getattr(self.options, name, None)
+                if given is not None and name != "max_tokens":
+                    flag = "--" + name.replace("_", "-")
+                    raise InputError(
+                        f"{flag} {given}: the Messages API refuses it with thinking on "
+                        "(--thinking off replays without thinking)"
+                    )
+                out.append(
+                    f"max_tokens raised to {value}, above the thinking budget"
+                    if name == "max_tokens"
+                    else f"recorded {name} {value} not sent: the API refuses it with thinking on"
+                )
+        return list(dict.fromkeys(out))
+
     async def act(self, decision: Decision, key: EventKey) -> Action:
         model = self.model_for(decision)
         system, messages = anthropic_messages(decision.messages())
-        params = sampling_params(self.options, decision.sampling)
-        body: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "max_tokens": int(params.pop("max_tokens", DEFAULT_MAX_TOKENS)),
-            **params,
-        }
+        body: dict[str, Any] = {"model": model, "messages": messages, **self._params(decision.sampling)}
         if system:
             body["system"] = system
         if decision.actor.tools:
             body["tools"] = anthropic_tools(decision.actor.tools)
         if self._pair_rejected:
             body.pop("top_p", None)
-        thinking = self.thinking_for(decision)
+        thinking = self._thinking(decision.actor.id, decision.sampling)
         if thinking is not None:
-            self._think(body, thinking)
+            self._think(body, thinking)  # what it changes was said at the start
         try:
             return await messages_call(self.http, body)
         except HTTPStatusFailure as exc:
@@ -128,40 +152,43 @@ class AnthropicPolicy(ServerPolicy):
                 return await messages_call(self.http, body)
             raise
 
-    def thinking_for(self, decision: Decision) -> dict[str, Any] | None:
-        """The `thinking` settings for this decision: the user's, else the recorded ones, else the
-        default for an actor the record shows thinking; None: none sent."""
+    def _params(self, sampling: Sampling | None) -> dict[str, Any]:
+        """The sampling part of a request: the recorded parameters, the user's overrides, and
+        `max_tokens`, which the API requires."""
+        params: dict[str, Any] = sampling_params(self.options, sampling)
+        params["max_tokens"] = int(params.get("max_tokens", DEFAULT_MAX_TOKENS))
+        return params
+
+    def _thinking(self, actor: str, sampling: Sampling | None) -> dict[str, Any] | None:
+        """The `thinking` settings for a decision of `actor` recorded with `sampling`: the user's,
+        else the recorded ones, else the default for an actor the record shows thinking; None: none
+        sent."""
         if self.options.thinking is not None:
             return thinking_config(self.options.thinking)
-        if decision.sampling is not None and decision.sampling.thinking:
-            return dict(decision.sampling.thinking)
-        if decision.actor.id in self._thinkers:
-            return dict(DEFAULT_THINKING)
-        return None
+        if sampling is not None and sampling.thinking:
+            return dict(sampling.thinking)
+        return dict(DEFAULT_THINKING) if actor in self._thinkers else None
 
-    def _think(self, body: dict[str, Any], thinking: dict[str, Any]) -> None:
-        """Add `thinking` to a request, and make the rest of it what the API accepts with it."""
+    @staticmethod
+    def _think(body: dict[str, Any], thinking: dict[str, Any]) -> list[tuple[str, Any]]:
+        """Add `thinking` to a request and make the rest of it what the API accepts with it; the
+        (parameter, value) pairs that changed: max_tokens raised above the budget, a temperature
+        other than 1 or a top_p below 0.95 (refused with thinking on) left out."""
         body["thinking"] = thinking
+        changed: list[tuple[str, Any]] = []
         if thinking.get("type") == "disabled":
-            return
+            return changed
         budget = thinking.get("budget_tokens")
         if isinstance(budget, int) and body["max_tokens"] <= budget:
             body["max_tokens"] = budget + DEFAULT_MAX_TOKENS
-            self._say(f"max_tokens raised to {body['max_tokens']}, above the thinking budget")
-        # With thinking on the API takes a temperature of 1 only, and a top_p from 0.95.
+            changed.append(("max_tokens", body["max_tokens"]))
         refused = {"temperature": body.get("temperature", 1) != 1, "top_p": body.get("top_p", 1) < 0.95}
-        for k in [k for k, no in refused.items() if no]:
-            self._say(f"{k} {body.pop(k)} not sent: the API refuses it with thinking on")
-
-    def _say(self, what: str) -> None:
-        if what not in self._said:
-            self._said.add(what)
-            notice(f"{self.spec}: {what}")
+        changed += [(k, body.pop(k)) for k, no in refused.items() if no]
+        return changed
 
     def notes(self) -> list[str]:
         out = [f"{self.spec}: no seed in the Messages API: samples are independent (no coupling)"]
-        if self._thinking_note:
-            out.append(self._thinking_note)
+        out += self._thinking_notes
         summary = self.http.summary()
         if summary:
             out.append(summary)

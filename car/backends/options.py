@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import urllib.parse
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -24,6 +25,7 @@ __all__ = [
     "base_url_problem",
     "configure",
     "current",
+    "describe_thinking",
     "server_url",
     "thinking_config",
 ]
@@ -56,9 +58,17 @@ def thinking_config(value: str) -> dict[str, Any] | None:
         return None
     if text == "adaptive":
         return {"type": "adaptive"}
-    if text.isdigit() and int(text) >= MIN_THINKING_BUDGET:
+    if re.fullmatch(r"[0-9]+", text) and int(text) >= MIN_THINKING_BUDGET:
         return {"type": "enabled", "budget_tokens": int(text)}
     raise ValueError(f"must be off, adaptive or a budget of at least {MIN_THINKING_BUDGET} tokens")
+
+
+def describe_thinking(config: dict[str, Any] | None) -> str:
+    """A `thinking` object in words: off, adaptive, or a budget of N tokens."""
+    if config is None or config.get("type") == "disabled":
+        return "off"
+    budget = config.get("budget_tokens")
+    return f"on, a budget of {budget} tokens" if budget is not None else str(config.get("type"))
 
 
 _OPTIONS: ContextVar[BackendOptions] = ContextVar("car_backend_options", default=BackendOptions())  # noqa: B039 - frozen value
