@@ -20,13 +20,14 @@ is opened in WAL mode, so `car cache info` can read while a run writes.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,7 +36,10 @@ from car.errors import InputError
 from car.jsonfile import os_reason
 
 __all__ = [
+    "BLAME_WAYS",
+    "CACHE_WAYS",
     "DEFAULT_DIR",
+    "MERGE_WAYS",
     "STORE_VERSION",
     "MemoryStore",
     "RolloutCache",
@@ -72,6 +76,12 @@ CREATE TABLE IF NOT EXISTS results (
     report TEXT NOT NULL, created REAL NOT NULL
 );
 """
+# Each table's columns, in order: what `_init` checks an existing store against.
+_COLUMNS = {
+    "meta": ("key", "value"),
+    "rollouts": ("ns", "key", "trace_hash", "kind", "payload", "created"),
+    "results": ("rkey", "trace_id", "trace_path", "trace_hash", "report", "created"),
+}
 
 
 class RolloutCache(Protocol):
@@ -109,15 +119,35 @@ class StoreError(InputError):
     """The store file cannot be used (corrupted, foreign, newer version, unwritable)."""
 
 
+# What a command can do instead of using a store file that will not do, naming only its own
+# options: `car blame` has --store and --no-store; `car cache info` names its store with --store;
+# `car merge` takes the store to merge into as an argument; `car report` only reads. A Python caller
+# is named no option at all (the default).
+BLAME_WAYS = ("use another file (--store PATH)", "run without a store (--no-store)")
+CACHE_WAYS = ("name another store with --store",)
+MERGE_WAYS = ("name another store to merge into",)
+_PYTHON_WAYS = ("use another file",)
+
+
+def _either(ways: Sequence[str]) -> str:
+    """ "a", "a or b", "a, b, or c"."""
+    if len(ways) <= 2:
+        return " or ".join(ways)
+    return ", ".join(ways[:-1]) + ", or " + ways[-1]
+
+
+def _advise(ways: Sequence[str]) -> str:
+    """ "; a or b" to end a message with; nothing when there is no other way."""
+    return f"; {_either(ways)}" if ways else ""
+
+
 class StoreUnavailable(StoreError):
     """The store cannot be created or written where it is asked for (a read-only directory, no
     permission): not damage, so the way out is another place, never deleting it."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, ways: Sequence[str] = _PYTHON_WAYS) -> None:
         self.what = f"{path}: cannot create or write the store here ({reason})"
-        super().__init__(
-            f"{self.what}; name a writable file (--store PATH) or run without a store (--no-store)"
-        )
+        super().__init__(f"{self.what}{_advise(ways)}")
 
 
 # What SQLite says when the file or its WAL companions cannot be created or written.
@@ -187,7 +217,7 @@ def open_default_store(notice: Callable[[str], None]) -> RolloutStore | None:
     """The default store, `.car/store.sqlite` here; or, when it cannot be made or written here (a
     read-only checkout is common in CI), None and one `notice`: the run goes on without a store."""
     try:
-        return RolloutStore(default_store_path())
+        return RolloutStore(default_store_path(), ways=BLAME_WAYS)
     except StoreUnavailable as exc:
         notice(
             f"car: note: {exc.what}; running without a store, so nothing is kept for a rerun "
@@ -221,30 +251,61 @@ class StoredResult:
     created: float
 
 
-def _way_out(path: Path) -> str:
-    return (
-        f"use another file (--store PATH), run without it (--no-store), "
-        f"or remove it (car cache clear --store {path}"
-        + ("" if path.parent.name == DEFAULT_DIR else " --force")
-        + ")"
-    )
+_SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def _head(path: Path) -> bytes | None:
+    """The first bytes of a regular file; None when it cannot be read (opening it then names why)
+    or is not a regular file (a pipe would block)."""
+    try:
+        if not path.is_file():
+            return None
+        with path.open("rb") as fh:
+            return fh.read(512)
+    except OSError:
+        return None
+
+
+def _not_sqlite(path: Path) -> str | None:
+    """What a file that is not an SQLite database looks like ("JSON text", "a zip archive"), from
+    its first bytes; None for an SQLite file, an empty one (SQLite makes a database of it), a missing
+    one or one that cannot be read."""
+    head = _head(path)
+    if not head or head.startswith(_SQLITE_HEADER):
+        return None
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive"
+    try:  # a character cut at the end of the sample is still text
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return "binary data, not SQLite"
+    if "\0" in text:
+        return "binary data, not SQLite"
+    return "JSON text" if text.lstrip("\ufeff \t\r\n")[:1] in ("{", "[") else "text"
 
 
 class RolloutStore:
-    """A SQLite file of stored rollouts and finished reports. Not thread-safe: one writer."""
+    """A SQLite file of stored rollouts and finished reports. Not thread-safe: one writer.
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    `ways` is what the caller can do instead when the file will not do (see `BLAME_WAYS`): a file
+    that is not SQLite, or another program's database, is named for what it is and never offered
+    for deletion; only a damaged car or SQLite store is (`car cache clear`)."""
+
+    def __init__(
+        self, path: str | Path, *, create: bool = True, ways: Sequence[str] = _PYTHON_WAYS
+    ) -> None:
         self.path = Path(path)
+        self.ways = tuple(ways)
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         if not create and self.path.is_file() and self.path.stat().st_size == 0:
             # SQLite would happily make an empty file into a store: reading one never writes.
             raise StoreError(f"{self.path}: an empty file, not a car store")
         if self.path.is_dir():
-            raise StoreError(
-                f"{self.path}: is a directory, not a store file; name a file (--store PATH) or "
-                "run without a store (--no-store)"
-            )
+            raise StoreError(f"{self.path}: is a directory, not a store file{_advise(ways)}")
+        looks = _not_sqlite(self.path)
+        if looks is not None:  # someone's trace or notes: SQLite would not touch it, nor may we
+            raise StoreError(f"{self.path}: not a car store (it looks like {looks}){_advise(ways)}")
         if create:
             try:
                 if self.path.parent.name == DEFAULT_DIR:
@@ -252,30 +313,29 @@ class RolloutStore:
                 else:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreUnavailable(self.path, os_reason(exc)) from None
+                raise StoreUnavailable(self.path, os_reason(exc), ways) from None
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0)
         except sqlite3.Error as exc:
             if _unwritable(exc):
-                raise StoreUnavailable(self.path, str(exc)) from None
-            raise StoreError(
-                f"{self.path}: cannot open the store ({exc}); {_way_out(self.path)}"
-            ) from None
+                raise StoreUnavailable(self.path, str(exc), ways) from None
+            raise StoreError(f"{self.path}: cannot open the store ({exc}){_advise(ways)}") from None
         try:
             self._init_waiting()
         except _Foreign as exc:
             self._db.close()
-            raise StoreError(
-                f"{self.path}: {exc}, not a car store; use another file (--store PATH) "
-                "or run without a store (--no-store)"
-            ) from None
+            raise StoreError(f"{self.path}: {exc}, not a car store{_advise(ways)}") from None
         except sqlite3.DatabaseError as exc:
             self._db.close()
             if _unwritable(exc):  # a read-only directory or file, not damage: never suggest deleting it
-                raise StoreUnavailable(self.path, str(exc)) from None
-            raise StoreError(
-                f"{self.path}: not a usable car store ({exc}); {_way_out(self.path)}"
-            ) from None
+                raise StoreUnavailable(self.path, str(exc), ways) from None
+            raise StoreError(f"{self.path}: not a usable car store ({exc}); {self._way_out()}") from None
+
+    def _way_out(self) -> str:
+        """For a damaged store only (an SQLite file, or car's own tables): the caller's ways, or
+        removing it."""
+        force = "" if self.path.parent.name == DEFAULT_DIR else " --force"
+        return _either([*self.ways, f"remove it (car cache clear --store {self.path}{force})"])
 
     def _init_waiting(self) -> None:
         """`_init`, waiting out another process that is creating the same store at this moment
@@ -305,6 +365,12 @@ class RolloutStore:
         row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
         if row[0] != STORE_VERSION:
             raise sqlite3.DatabaseError(f"store version {row[0]!r}, this car reads {STORE_VERSION!r}")
+        for table, columns in _COLUMNS.items():
+            have = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            if have != list(columns):  # car's table, altered: damage, found now rather than mid-run
+                raise sqlite3.DatabaseError(
+                    f"the schema is damaged: table {table} has columns {', '.join(have)}"
+                )
 
     @contextlib.contextmanager
     def _intact(self, what: str | None = None) -> Iterator[None]:
@@ -316,7 +382,7 @@ class RolloutStore:
             raise
         except sqlite3.DatabaseError as exc:
             where = what or str(self.path)
-            raise StoreError(f"{where}: the store is damaged ({exc}); {_way_out(self.path)}") from None
+            raise StoreError(f"{where}: the store is damaged ({exc}); {self._way_out()}") from None
 
     # -- rollouts ------------------------------------------------------------------------------
     def get(self, ns: str, key: str) -> dict[str, Any] | None:
@@ -330,7 +396,7 @@ class RolloutStore:
             payload: dict[str, Any] = json.loads(zlib.decompress(row[0]))
         except (zlib.error, ValueError) as exc:
             raise StoreError(
-                f"{self.path}: a stored rollout is damaged ({exc}); {_way_out(self.path)}"
+                f"{self.path}: a stored rollout is damaged ({exc}); {self._way_out()}"
             ) from None
         return payload
 
@@ -387,9 +453,7 @@ class RolloutStore:
             try:
                 body = json.loads(report)
             except ValueError:
-                raise StoreError(
-                    f"{self.path}: a stored report is damaged; {_way_out(self.path)}"
-                ) from None
+                raise StoreError(f"{self.path}: a stored report is damaged; {self._way_out()}") from None
             out.append(StoredResult(trace_id, trace_path, trace_hash, body, created))
         return out
 
@@ -446,8 +510,11 @@ def merge_source(path: str | Path, into: str | Path) -> RolloutStore:
     if not p.is_file():
         raise StoreError(f"{where}: {'is a directory' if p.is_dir() else 'no such file'}; {hint}")
     if not _is_car_store(p):
-        raise StoreError(f"{where}: not a car store; {hint}")
-    return RolloutStore(p, create=False)
+        looks = _not_sqlite(p)
+        raise StoreError(
+            f"{where}: not a car store{f' (it looks like {looks})' if looks else ''}; {hint}"
+        )
+    return RolloutStore(p, create=False, ways=(hint,))
 
 
 def _is_car_store(p: Path) -> bool:
@@ -465,10 +532,15 @@ def _is_car_store(p: Path) -> bool:
 def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
     """Delete a store file and its WAL companions. A damaged default store (`.car/store.sqlite`)
     is deleted too; any other file that is not a car store needs `force`, so that a mistyped
-    `--store` never deletes someone else's data."""
+    `--store` never deletes someone else's data; and a file that is not SQLite at all (a trace,
+    notes) is never deleted, forced or not."""
     p = Path(path)
     if p.is_dir():
         raise StoreError(f"{p}: is a directory, not a car store; not deleting it")
+    looks = _not_sqlite(p)
+    if looks is not None:
+        even = ", even with --force" if force else ""
+        raise StoreError(f"{p}: not an SQLite database (it looks like {looks}); not deleting it{even}")
     if (
         p.exists()
         and not force

@@ -172,7 +172,9 @@ def test_corrupted_and_foreign_stores_give_one_line_and_the_way_out(
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert str(bad) in err and "--store PATH" in err and "--no-store" in err and "car cache clear" in err
+    assert f"{bad}: not a car store (it looks like text)" in err
+    assert "--store PATH" in err and "--no-store" in err
+    assert "car cache clear" not in err  # not SQLite: someone's file, never offered for deletion
 
     foreign = tmp_path / "other.db"
     db = sqlite3.connect(foreign)

@@ -52,5 +52,5 @@ def test_a_named_store_that_cannot_be_made_is_one_line_and_exit_2(
     (line,) = r.err.strip().splitlines()
     assert line == (
         "car: error: sub/s.sqlite: cannot create or write the store here (Permission denied); "
-        "name a writable file (--store PATH) or run without a store (--no-store)"
+        "use another file (--store PATH) or run without a store (--no-store)"
     )

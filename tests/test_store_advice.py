@@ -1,0 +1,144 @@
+"""What car says about a file that is not a usable store: removal only for a damaged SQLite store,
+never for someone else's file, and only the options the command at hand has."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from car.store import RolloutStore, StoreError, clear_store
+from tests.conftest import TRACES, Result
+
+RunCli = Callable[..., Result]
+
+
+def _one_line(r: Result) -> str:
+    assert r.code == 2 and r.out == "" and r.err.count("\n") == 1, r.err
+    assert "Traceback" not in r.err
+    return r.err
+
+
+def _damaged_header(path: Path) -> Path:
+    """An SQLite file whose header survives and whose first page does not (SQLite: 'file is not a
+    database'): what a store cut short or overwritten looks like."""
+    path.write_bytes(b"SQLite format 3\0" + b"\x5a" * 4000)
+    return path
+
+
+def test_a_trace_named_as_the_store_is_never_offered_for_deletion(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_bytes((TRACES / "pivot.json").read_bytes())
+    before = victim.read_bytes()
+    err = _one_line(run_cli("blame", TRACES / "or.json", "--store", victim, "-q"))
+    assert err == (
+        f"car: error: {victim}: not a car store (it looks like JSON text); use another file "
+        "(--store PATH) or run without a store (--no-store)\n"
+    )
+    assert "remove" not in err and "cache clear" not in err
+    assert victim.read_bytes() == before
+    assert not Path(f"{victim}-wal").exists() and not Path(f"{victim}-shm").exists()
+
+
+def test_cache_clear_refuses_to_delete_a_file_that_is_not_sqlite_even_forced(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_bytes((TRACES / "pivot.json").read_bytes())
+    err = _one_line(run_cli("cache", "clear", "--store", victim, "--force"))
+    assert err == (
+        f"car: error: {victim}: not an SQLite database (it looks like JSON text); "
+        "not deleting it, even with --force\n"
+    )
+    assert victim.exists()
+    with pytest.raises(StoreError, match="not an SQLite database"):
+        clear_store(victim, force=True)
+    assert victim.exists()
+
+
+def test_cache_clear_force_still_removes_a_damaged_sqlite_store(tmp_path: Path) -> None:
+    bad = _damaged_header(tmp_path / "bad.sqlite")
+    assert clear_store(bad, force=True) == [bad]
+
+
+def test_merge_into_a_trace_names_no_option_merge_lacks(tmp_path: Path, run_cli: RunCli) -> None:
+    shard = tmp_path / "s1.sqlite"
+    with RolloutStore(shard) as store:
+        store.put("ns", "k", "h", "run", {"v": 1})
+    into = tmp_path / "and.json"
+    into.write_bytes((TRACES / "and.json").read_bytes())
+    before = into.read_bytes()
+    err = _one_line(run_cli("merge", into, shard))
+    assert err == (
+        f"car: error: {into}: not a car store (it looks like JSON text); "
+        "name another store to merge into\n"
+    )
+    assert into.read_bytes() == before
+
+
+def test_a_damaged_sqlite_store_is_offered_for_removal_with_this_commands_options(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    bad = _damaged_header(tmp_path / "bad.sqlite")
+    remove = f"remove it (car cache clear --store {bad} --force)"
+    err = _one_line(run_cli("blame", TRACES / "or.json", "--store", bad, "-q"))
+    assert err.startswith(f"car: error: {bad}: not a usable car store (file is not a database); ")
+    assert err.endswith(
+        f"use another file (--store PATH), run without a store (--no-store), or {remove}\n"
+    )
+    shard = tmp_path / "s1.sqlite"
+    RolloutStore(shard).close()
+    err = _one_line(run_cli("merge", bad, shard))
+    assert err.endswith(f"; name another store to merge into or {remove}\n"), err
+    assert "--no-store" not in err and "--store PATH" not in err
+    err = _one_line(run_cli("cache", "info", "--store", bad))
+    assert err.endswith(f"; name another store with --store or {remove}\n"), err
+    assert "--no-store" not in err
+    err = _one_line(run_cli("report", bad))
+    assert err.endswith(f"; {remove}\n") and "--no-store" not in err and "PATH" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("content", "looks"),
+    [
+        (b"plain words, not JSON\n", "text"),
+        (b"PK\x03\x04" + b"\0" * 40, "a zip archive"),
+        (b"\x89PNG\r\n\x1a\n" + b"\0" * 40, "binary data, not SQLite"),
+    ],
+)
+def test_what_a_file_that_is_not_a_store_looks_like(
+    tmp_path: Path, run_cli: RunCli, content: bytes, looks: str
+) -> None:
+    path = tmp_path / "thing.sqlite"
+    path.write_bytes(content)
+    err = _one_line(run_cli("cache", "info", "--store", path))
+    assert err == (
+        f"car: error: {path}: not a car store (it looks like {looks}); name another store with --store\n"
+    )
+    assert path.read_bytes() == content
+
+
+def test_a_car_store_with_a_damaged_schema_is_offered_for_removal(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    path = tmp_path / "s.sqlite"
+    RolloutStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE rollouts")
+    db.execute("CREATE TABLE rollouts (ns TEXT)")  # the wrong columns: car's table, damaged
+    db.commit()
+    db.close()
+    err = _one_line(run_cli("blame", TRACES / "or.json", "--store", path, "-q"))
+    assert str(path) in err and f"car cache clear --store {path}" in err, err
+
+
+def test_a_python_caller_is_named_no_command_line_option(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_bytes((TRACES / "pivot.json").read_bytes())
+    with pytest.raises(StoreError) as info:
+        RolloutStore(victim)
+    assert str(info.value) == f"{victim}: not a car store (it looks like JSON text); use another file"
