@@ -562,10 +562,10 @@ def cache_info(
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Show what the store holds."""
-    from car.store import RolloutStore, default_store_path
+    from car.store import CACHE_WAYS, RolloutStore, default_store_path
 
     path = store or default_store_path()
-    with RolloutStore(path, create=False) as st:
+    with RolloutStore(path, create=False, ways=CACHE_WAYS) as st:
         info = st.info()
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(info.by_kind.items())) or "none"
     stored = "rollout or draw" if info.rollouts == 1 else "rollouts and draws"
@@ -598,11 +598,11 @@ def merge(
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Combine shard stores (from `car blame --shard K/N`) into one."""
-    from car.store import RolloutStore, merge_source
+    from car.store import MERGE_WAYS, RolloutStore, merge_source
 
     shards = [merge_source(src, into) for src in sources]  # all checked before `into` is made
     try:
-        with RolloutStore(into) as target:
+        with RolloutStore(into, ways=MERGE_WAYS) as target:
             for shard in shards:
                 added, present = target.merge_from(shard)
                 print(
