@@ -34,7 +34,7 @@ from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
-from car.store import RolloutStore, default_store_path, open_default_store
+from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
 
 __all__ = [
@@ -100,7 +100,7 @@ def open_store(path: Path | None, no_store: bool, notice: Callable[[str], None])
     """The store asked for; the default one only if it can be made here (else a `notice` line)."""
     if no_store:
         return None
-    return RolloutStore(path) if path is not None else open_default_store(notice)
+    return RolloutStore(path, ways=BLAME_WAYS) if path is not None else open_default_store(notice)
 
 
 @dataclass
