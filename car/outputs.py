@@ -582,7 +582,7 @@ def read_results(source: str | Path) -> list[TraceResult]:
     if is_folder(p):
         raise InputError(f"{p}: is a directory, expected a car store, a JSON report or batch records")
     if _is_sqlite(p):
-        with RolloutStore(p, create=False) as store:
+        with RolloutStore(p, create=False, ways=()) as store:  # it only reads: no other file to name
             stored = store.results()
         return [
             r
