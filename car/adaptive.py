@@ -15,7 +15,8 @@ anytime-valid confidence sequences. Positions before the latest certainly-signif
 change the answer and get no more rollouts; the loop stops when the locus is certified at the
 requested confidence, when every open position's interval half-width is at most `target_width`, or when
 the rollout budget is spent. Rows are only started when the budget can pay for all their arms, so the
-budget is never exceeded and no row is cut short (a cut row would bias the estimate).
+budget is never exceeded and no row is cut short (a cut row would bias the estimate). A budget that
+cannot pay for every step's first batch (`minimum_budget`) is refused before any rollout.
 """
 
 from __future__ import annotations
@@ -28,17 +29,24 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from car.errors import InputError
+from car.errors import BudgetError, InputError
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, RowRunner, gather_all
-from car.report import Adaptive, Report
+from car.report import Adaptive, Report, many
 from car.trace import Trace
 
 if TYPE_CHECKING:
     from car.runner import Runner
 
-__all__ = ["LOOK_ROWS", "ROLLOUTS_PER_STEP", "AdaptiveRun", "blame_adaptive_async", "run_adaptive"]
+__all__ = [
+    "LOOK_ROWS",
+    "ROLLOUTS_PER_STEP",
+    "AdaptiveRun",
+    "blame_adaptive_async",
+    "minimum_budget",
+    "run_adaptive",
+]
 
 ROLLOUTS_PER_STEP = 32  # the default budget: this many rollouts per decision step
 LOOK_ROWS = 8  # rows between the first looks (then an eighth of the rows so far)
@@ -146,11 +154,27 @@ async def run_adaptive(
     return AdaptiveRun(arms, factual, state, stopped, spent, len(cells), history)
 
 
-def _validate(confidence: float, budget: int, target_width: float | None) -> None:
+def minimum_budget(runner: RowRunner, batch: int = LOOK_ROWS) -> int:
+    """The fewest rollouts with which `run_adaptive` gives every step its first batch: the record's
+    scoring when the scorer is deterministic, then `batch` rows, each paid for at its worst (one
+    rollout per arm). Less, and the first look comes with fewer rows, or none at all."""
+    return int(runner.exact) + batch * len(runner.arms())
+
+
+def _check_budget(runner: RowRunner, budget: int) -> None:
+    need = minimum_budget(runner)
+    if budget < need:
+        record = "the record's scoring and " if runner.exact else ""
+        raise BudgetError(
+            f"adaptive sampling over {many(runner.m, 'decision step')} needs at least {need} "
+            f"rollouts ({record}a first batch of {LOOK_ROWS} rows of up to "
+            f"{many(len(runner.arms()), 'rollout')} each); --budget {budget} is too small"
+        )
+
+
+def _validate(confidence: float, target_width: float | None) -> None:
     if not 0.5 <= confidence < 1:
         raise InputError(f"--confidence must be in [0.5, 1), got {confidence}")
-    if budget < 2:
-        raise InputError(f"--budget must be at least 2 rollouts, got {budget}")
     if target_width is not None and not 0 < target_width < 1:
         raise InputError(f"--target-width must be in (0, 1), got {target_width}")
 
@@ -176,8 +200,8 @@ async def blame_adaptive_async(
 
     `confidence` is both the level of every reported interval (confidence sequences, valid however
     the sampling stopped) and the certification level (delta = 1 - confidence). `budget` caps the
-    rollouts (default: 32 per decision step); `target_width` stops once every still-open step's
-    effect interval has at most this half-width.
+    rollouts (default: 32 per decision step; less than `minimum_budget` is a `BudgetError`);
+    `target_width` stops once every still-open step's effect interval has at most this half-width.
     """
     from car.attribution import _report, _settle, match_draws, prepare
 
@@ -185,7 +209,7 @@ async def blame_adaptive_async(
     try:
         decisions = trace.decision_steps
         budget = ROLLOUTS_PER_STEP * len(decisions) if budget is None else budget
-        _validate(confidence, budget, target_width)
+        _validate(confidence, target_width)
         if min_effect <= 0 and target_width is None:
             # A committed later step has effect exactly 0: certifying it "at most 0" needs a bound
             # of exactly 1 on its failure rate, which no finite sample gives.
@@ -196,6 +220,7 @@ async def blame_adaptive_async(
             )
         if concurrency < 1:
             raise InputError(f"--concurrency must be at least 1, got {concurrency}")
+        _check_budget(RowRunner(replay), budget)
         run = await run_adaptive(
             replay,
             confidence=confidence,
