@@ -488,11 +488,7 @@ def _report(
     if c.rollouts and errored / c.rollouts > max_error_rate:
         status = "backend-errors"
     if errored:
-        notes.append(
-            f"{errored} of {many(c.rollouts, 'rollout')} errored and {'is' if errored == 1 else 'are'} "
-            "excluded; when errors depend on "
-            "what the agent did, the remaining estimates are biased"
-        )
+        notes.append(_errored_note(errored, c.rollouts, c.first_error, locus is not None))
     if c.unscorable:
         notes.append(f"{many(c.unscorable, 'rollout')} could not be scored (excluded)")
 
@@ -545,6 +541,27 @@ def _report(
     )
     report.headline = headline(report)
     return report
+
+
+# From this share of errored rollouts on, the note says the result rests on the rest alone.
+MANY_ERRORS = 1 / 3
+
+
+def _errored_note(errored: int, rollouts: int, first_error: str | None, has_locus: bool) -> str:
+    """Why rollouts were left out, whatever their number: the count and the first error (it was in
+    the JSON's `first_error` alone); when they are many, what the result rests on."""
+    why = f" (first error: {first_error})" if first_error else ""
+    head = (
+        f"{errored} of {many(rollouts, 'rollout')} errored and {'is' if errored == 1 else 'are'} "
+        f"excluded{why}"
+    )
+    rest = rollouts - errored
+    if rest == 0:
+        return f"{head}; none is left to estimate from"
+    if errored >= MANY_ERRORS * rollouts:
+        what = "the locus rests" if has_locus else "the result rests"
+        return f"{head}; {what} on the other {rest} alone, biased if errors depend on what the agent did"
+    return f"{head}; when errors depend on what the agent did, the remaining estimates are biased"
 
 
 def _join(items: Sequence[int]) -> str:
