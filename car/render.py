@@ -30,6 +30,7 @@ __all__ = [
     "literal",
     "render_json",
     "render_table",
+    "rollouts_served",
     "sparkline",
 ]
 
@@ -210,6 +211,12 @@ def _bar_cell(e: Estimate | None, text: str, style: str) -> Text:
     return cell + Text(" " + text)
 
 
+def rollouts_served(rollouts: int, stored: int) -> str:
+    """ "50 rollouts (50 stored)": how many the store served, as the batch summary says it; plain
+    "50 rollouts" when all were computed now."""
+    return many(rollouts, "rollout") + (f" ({stored} stored)" if stored else "")
+
+
 def render_json(report: Report) -> str:
     return json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
 
@@ -279,8 +286,9 @@ def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -
     return table
 
 
-def render_table(report: Report, console: Console) -> None:
-    """Print the ranked blame table and the summary lines."""
+def render_table(report: Report, console: Console, *, stored: int = 0) -> None:
+    """Print the ranked blame table and the summary lines; `stored`: how many of the report's
+    rollouts this run was served from the store (`TraceResult.stored_rollouts`)."""
     from car.render_shapley import shapley_lines, shapley_table, step_players
 
     phi = step_players(report)
@@ -347,7 +355,7 @@ def render_table(report: Report, console: Console) -> None:
     lines.append(Text(f"{match_line}; {fact_line}; divergence {report.divergence_rate:.0%}"))
     lines.append(
         Text(
-            f"budget: {many(b.rollouts, 'rollout')}, {many(b.policy_calls, 'policy call')}"
+            f"budget: {rollouts_served(b.rollouts, stored)}, {many(b.policy_calls, 'policy call')}"
             f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
             f"{many(report.samples, 'sample')} per step; min effect {report.min_effect:.0%}; "
             f"verdicts Bonferroni-adjusted over {many(len(decisions), 'step')}"
