@@ -37,7 +37,7 @@ from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
 from car.jsonfile import describe_validation_error, kind_of, read_bytes, reject_constant
-from car.render import literal, render_json, render_table
+from car.render import literal, render_json, render_table, rollouts_served
 from car.report import (
     REPORT_VERSION,
     Estimate,
@@ -213,7 +213,7 @@ def summary_table(results: Sequence[TraceResult]) -> Table:
 def _table(results: Sequence[TraceResult], batch: bool) -> str:
     if not batch and results and results[0].report is not None:
         console = Console(record=True, width=120, file=io.StringIO(), no_color=True)
-        render_table(results[0].report, console)
+        render_table(results[0].report, console, stored=results[0].stored_rollouts)
         return console.export_text(styles=False)
     return _plain(summary_table(results))
 
@@ -315,7 +315,8 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
     lines += [
         "",
         f"Action-match rate {_pct(r.match_rate)} over {many(r.match_rate.n, 'draw')}; "
-        f"{many(b.rollouts, 'rollout')}, {many(b.policy_calls, 'policy call')}; seed {r.seed}.",
+        f"{rollouts_served(b.rollouts, res.stored_rollouts)}, {many(b.policy_calls, 'policy call')}; "
+        f"seed {r.seed}.",
         "",
     ]
     return lines
@@ -464,7 +465,7 @@ def _html(results: Sequence[TraceResult], batch: bool) -> str:
         raise InputError(
             "--format html renders one trace's report; for a batch use markdown, junit or github"
         )
-    return html_page(results[0].report)
+    return html_page(results[0].report, stored=results[0].stored_rollouts)
 
 
 _RENDERERS = {
