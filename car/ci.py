@@ -430,7 +430,7 @@ def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:
     console = Console(file=out, no_color=bool(os.environ.get("NO_COLOR")) or None)
     if not console.is_terminal or not results or results[0].report is None:
         return False
-    render_table(results[0].report, console)
+    render_table(results[0].report, console, stored=results[0].stored_rollouts)
     return True
 
 
@@ -465,7 +465,10 @@ def rerender(
                 + (f": choose it with --pick {_choices(found, source)}" if found else "")
             )
         assert found[0].report is not None
-        return html_page(found[0].report, near=p.parent, given=trace), [found[0].result]
+        page = html_page(
+            found[0].report, near=p.parent, given=trace, stored=found[0].result.stored_rollouts
+        )
+        return page, [found[0].result]
     results = [
         # differs is "" when only a setting the label leaves out differs: the id still tells
         replace(a.result, analysis=a.id + (f": {a.differs}" if a.differs else ""))
