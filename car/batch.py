@@ -18,13 +18,13 @@ import json
 import os
 import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from car.errors import BackendError, CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
-from car.report import Report, many
+from car.report import Report, listed, many
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
@@ -181,25 +181,64 @@ class BatchOptions:
     players: str = "steps"
     shapley_method: str = "auto"
     budget_calls: int | None = None
+    # The options the user set, each as they set it ('--samples 64', 'CAR_LEVEL=0.9'); None: every
+    # option not at its default, shown as its flag (a Python caller). See `__post_init__`.
+    given: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
-        if not self.adaptive:
-            return
-        unused = [
-            flag
-            for flag, given in (
-                (f"--method {self.method}", self.method == "shapley"),
-                (f"--players {self.players}", self.players != "steps"),
-                (f"--shapley {self.shapley_method}", self.shapley_method != "auto"),
-                ("--budget-calls", self.budget_calls is not None),
-            )
-            if given
+        """An option the user set that this run would not use is an error, never ignored in silence:
+        --samples and --level with --adaptive, --confidence without it, the Shapley options where no
+        Shapley runs (--budget and --target-width serve both --adaptive and Shapley)."""
+        shapley = ["players", "shapley_method", "budget_calls"]
+        # (what ignores them, why, the options, the other way out)
+        rules: list[tuple[str, str, list[str], str]]
+        if self.adaptive:
+            method = [] if self.method == "contrastive" else ["method"]  # contrastive is what it does
+            out = "drop --adaptive"
+            rules = [
+                ("--adaptive", "samples until certified (within --budget)", ["samples"], out),
+                ("--adaptive", "reports its intervals at --confidence", ["level"], out),
+                ("--adaptive", "runs no Shapley", method + shapley, out),
+            ]
+        else:
+            rules = [
+                ("without --adaptive", "the intervals are at --level", ["confidence"], "add --adaptive")
+            ]
+            if self.method == "contrastive":
+                rules.append(
+                    (
+                        "--method contrastive",
+                        "runs no Shapley",
+                        [*shapley, "budget", "target_width"],
+                        "use --method auto or shapley",
+                    )
+                )
+        fired = [
+            (who, why, shown, fix)
+            for who, why, names, fix in rules
+            if (shown := [s for s in map(self._set_as, names) if s is not None])
         ]
-        if unused:
-            raise InputError(
-                f"--adaptive runs no Shapley, so {', '.join(unused)} would be ignored; drop "
-                f"{'it' if len(unused) == 1 else 'them'}, or drop --adaptive"
-            )
+        if not fired:
+            return
+        clauses = [  # one subject, its reasons: "--adaptive samples ... and runs no Shapley"
+            f"{who} {listed([why for w, why, _, _ in fired if w == who])}"
+            for who in dict.fromkeys(who for who, _, _, _ in fired)
+        ]
+        unused = [s for _, _, shown, _ in fired for s in shown]
+        fixes = {fix for _, _, _, fix in fired}
+        raise InputError(
+            f"{listed(clauses)}, so {listed(unused)} would be ignored; drop "
+            f"{'it' if len(unused) == 1 else 'them'}{f', or {fixes.pop()}' if len(fixes) == 1 else ''}"
+        )
+
+    def _set_as(self, name: str) -> str | None:
+        """How the user set option `name` (None: they did not)."""
+        if self.given is not None:
+            return self.given.get(name)
+        value = getattr(self, name)
+        if value == _DEFAULTS[name]:
+            return None
+        return f"--{'shapley' if name == 'shapley_method' else name.replace('_', '-')} {value}"
 
     def blame_kwargs(self) -> dict[str, Any]:
         common = {
@@ -228,6 +267,9 @@ class BatchOptions:
         if self.budget is not None:
             shapley["budget"] = self.budget
         return {**common, **shapley, "samples": self.samples, "level": self.level}
+
+
+_DEFAULTS = {f.name: f.default for f in fields(BatchOptions)}  # what a Python caller did not set
 
 
 @dataclass

@@ -188,7 +188,10 @@ def blame(
     ] = None,
     samples: Annotated[
         int,
-        typer.Option(help="Samples per decision step (a rollout may serve several steps).", metavar="N"),
+        typer.Option(
+            help="Samples per decision step (a rollout may serve several steps). Not with --adaptive.",
+            metavar="N",
+        ),
     ] = 32,
     match_samples: Annotated[
         int, typer.Option(help="Draws per step for the action-match rate.", metavar="N")
@@ -199,7 +202,10 @@ def blame(
     concurrency: Annotated[
         int, typer.Option(help="Rollouts in flight at once, across all traces.", metavar="N")
     ] = 8,
-    level: Annotated[float, typer.Option(help="Two-sided interval level.", metavar="P")] = 0.95,
+    level: Annotated[
+        float,
+        typer.Option(help="Two-sided interval level (with --adaptive: --confidence).", metavar="P"),
+    ] = 0.95,
     min_effect: Annotated[
         float, typer.Option(help="Smallest rescue effect that counts.", metavar="P")
     ] = 0.1,
@@ -228,7 +234,8 @@ def blame(
         int | None,
         typer.Option(
             help="Most rollouts per trace for Shapley (default 1000) or, with --adaptive, for the "
-            "adaptive contrastive run (default 32 per decision step).",
+            "adaptive contrastive run (default 32 per decision step; refused below about 8 per "
+            "step). Not with --method contrastive.",
             metavar="N",
         ),
     ] = None,
@@ -240,7 +247,8 @@ def blame(
         float | None,
         typer.Option(
             help="Stop early once every interval that is still open has at most this half-width "
-            "(Shapley values; with --adaptive, the undecided steps' effects).",
+            "(Shapley values; with --adaptive, the undecided steps' effects). Not with --method "
+            "contrastive.",
             metavar="W",
         ),
     ] = None,
@@ -318,13 +326,14 @@ def blame(
         typer.Option(
             "--adaptive",
             help="Sample adaptively until the locus is certified (anytime-valid intervals); "
-            "--samples and --level are then unused.",
+            "--samples, --level and the Shapley options are then refused.",
         ),
     ] = False,
     confidence: Annotated[
         float,
         typer.Option(
-            help="With --adaptive: interval level and certification level (1 - delta).", metavar="P"
+            help="Only with --adaptive: interval level and certification level (1 - delta).",
+            metavar="P",
         ),
     ] = 0.95,
     base_url: Annotated[
@@ -405,6 +414,7 @@ def blame(
             players=players,
             shapley_method=shapley.value,
             budget_calls=budget_calls,
+            given=_set_by_user(ctx, given),
         ),
         fmt=fmt,
         output=output,
@@ -708,6 +718,20 @@ def _check_ranges(values: dict[str, object], confidence: float) -> None:
         value = expected_value(err)
         msg = f"must be {value}" if value is not None else describe_error(err)
         raise InputError(f"{name} {msg}, got {err.get('input')!r}") from None
+
+
+def _set_by_user(ctx: typer.Context, given: set[str]) -> dict[str, str]:
+    """Each option the user set, as they set it: on the command line (`--samples 64`), else in a
+    `CAR_*` variable or the configuration file (`samples = 64 (car.toml)`); keyed by its
+    `BatchOptions` name, which refuses the ones the run would not use."""
+    from car.config import origins
+
+    out = {k: v for k, v in origins().items() if k not in given}
+    for param in ctx.command.params:
+        if param.name in given and not isinstance(param, TyperArgument):
+            name = "shapley_method" if param.name == "shapley" else param.name
+            out[name] = f"{max(param.opts, key=len)} {ctx.params[param.name]}"
+    return out
 
 
 def _check_html_destination(fmt: Format, output: Path | None) -> None:

@@ -19,6 +19,7 @@ always text, are parsed as the key's type (`CAR_SAMPLES=4`).
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -32,7 +33,15 @@ from car.backends.options import base_url_problem, thinking_config
 from car.errors import InputError
 from car.jsonfile import describe_error
 
-__all__ = ["BACKEND_KEYS", "ENV_PREFIX", "Settings", "find_config", "load_settings", "resolve"]
+__all__ = [
+    "BACKEND_KEYS",
+    "ENV_PREFIX",
+    "Settings",
+    "find_config",
+    "load_settings",
+    "origins",
+    "resolve",
+]
 
 ENV_PREFIX = "CAR_"
 
@@ -148,19 +157,40 @@ def load_settings(
 ) -> tuple[Settings, Settings]:
     """(environment settings, file settings), each validated."""
     env = os.environ if environ is None else environ
-    variables = {  # key -> the variable that sets it, as the user spelled it (errors name it)
-        k[len(ENV_PREFIX) :].lower(): k
-        for k in env
-        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in KEYS
-    }
+    variables = _variables(env)
     from_env = {key: env[name] for key, name in variables.items()}
     env_settings = _validate("environment variable", from_env, variables, strict=False)
     found = find_config(start)
     if found is None:
         return env_settings, Settings()
     path, table = found
-    where = f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
-    return env_settings, _validate(where, table, strict=True)
+    return env_settings, _validate(_where(path), table, strict=True)
+
+
+def _variables(env: Mapping[str, str]) -> dict[str, str]:
+    """key -> the `CAR_*` variable that sets it, as the user spelled it (messages name it)."""
+    return {
+        k[len(ENV_PREFIX) :].lower(): k
+        for k in env
+        if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in KEYS
+    }
+
+
+def _where(path: Path) -> str:
+    return f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
+
+
+def origins(environ: Mapping[str, str] | None = None, start: Path | None = None) -> dict[str, str]:
+    """key -> how a `CAR_*` variable or the configuration file sets it, as written there
+    (`CAR_LEVEL=0.9`, `samples = 64 (car.toml)`), for the keys they set; the variable wins, as in
+    `resolve`. Call it after `resolve`, which has checked them."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    found = find_config(start)
+    if found is not None:
+        path, table = found
+        out = {k: f"{k} = {json.dumps(v)} ({_where(path)})" for k, v in table.items() if k in KEYS}
+    return out | {key: f"{name}={env[name]}" for key, name in _variables(env).items()}
 
 
 def resolve(

@@ -7,6 +7,7 @@ used, the seed, the interval level and the component specs, so a result can be r
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "StepReport",
     "label_agreement",
     "label_line",
+    "listed",
     "load_report",
     "many",
 ]
@@ -265,6 +267,11 @@ def label_line(report: Report) -> str | None:
 def many(n: int, noun: str, plural: str | None = None) -> str:
     """A count and its noun, singular for one: "1 trace", "3 traces", "1 policy call"."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def listed(items: Sequence[str]) -> str:
+    """Items as a sentence lists them: "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def load_report(path: str | Path) -> Report:

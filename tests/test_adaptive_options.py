@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from car.batch import BatchOptions
+from car.errors import InputError
 from car.report import Report
 from tests.conftest import TRACES, Result
 
@@ -41,3 +44,82 @@ def test_adaptive_at_its_minimum_budget_gives_every_step_its_first_batch(run_cli
     report = Report.model_validate(json.loads(r.out))
     decisions = [s for s in report.steps if s.decision]
     assert all(s.rescue is not None and s.rescue.n >= 8 for s in decisions)
+
+
+# -- options the chosen mode ignores ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "named", "why"),
+    [
+        (["--confidence", "0.99"], ["--confidence 0.99"], "without --adaptive"),
+        (["--adaptive", "--level", "0.9"], ["--level 0.9"], "--adaptive"),
+        (["--adaptive", "--samples", "64"], ["--samples 64"], "--adaptive"),
+        (["--adaptive", "--method", "auto"], ["--method auto"], "--adaptive runs no Shapley"),
+        (["--adaptive", "--players", "agents"], ["--players agents"], "--adaptive runs no Shapley"),
+        (
+            [
+                *("--method", "contrastive", "--shapley", "exact", "--players", "agents"),
+                *("--budget", "50", "--target-width", "0.01", "--budget-calls", "5"),
+            ],
+            [
+                "--shapley exact",
+                "--players agents",
+                "--budget 50",
+                "--target-width 0.01",
+                "--budget-calls 5",
+            ],
+            "--method contrastive runs no Shapley",
+        ),
+        # Set explicitly, even at its default value: the user asked for something not done.
+        (["--adaptive", "--samples", "32"], ["--samples 32"], "--adaptive"),
+    ],
+)
+def test_an_option_the_mode_ignores_is_a_usage_error(
+    run_cli: RunCli, args: list[str], named: list[str], why: str
+) -> None:
+    line = _one_line_usage_error(run_cli("blame", AND, *args, "--no-store"))
+    assert "would be ignored" in line
+    assert why in line
+    for option in named:
+        assert option in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--method", "auto", "--budget", "50", "--target-width", "0.2"],  # auto may run Shapley
+        ["--method", "shapley", "--budget", "50", "--budget-calls", "500", "--players", "agents"],
+        ["--adaptive", "--budget", "50", "--target-width", "0.2", "--confidence", "0.9"],
+        ["--adaptive", "--method", "contrastive"],  # what --adaptive does
+        ["--samples", "8", "--level", "0.9", "--method", "contrastive"],
+    ],
+)
+def test_options_the_mode_uses_are_accepted(run_cli: RunCli, args: list[str]) -> None:
+    r = run_cli("blame", AND, *args, "--no-store", "--dry-run")
+    assert r.code == 0, r.err
+
+
+def test_an_option_set_in_the_configuration_counts_as_set(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "car.toml").write_text("samples = 64\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    line = _one_line_usage_error(run_cli("blame", AND, "--adaptive", "--no-store"))
+    assert "samples = 64" in line and "car.toml" in line and "would be ignored" in line
+    monkeypatch.setenv("CAR_LEVEL", "0.9")
+    (tmp_path / "car.toml").unlink()
+    line = _one_line_usage_error(run_cli("blame", AND, "--adaptive", "--no-store"))
+    assert "CAR_LEVEL=0.9" in line and "would be ignored" in line
+    # Without --adaptive both are used.
+    assert run_cli("blame", AND, "--no-store", "--dry-run").code == 0
+
+
+def test_batch_options_refuse_what_the_mode_ignores() -> None:
+    """From Python, a value other than the default is what the user set."""
+    with pytest.raises(InputError, match="--samples 64"):
+        BatchOptions(adaptive=True, samples=64)
+    with pytest.raises(InputError, match=r"--confidence 0\.99"):
+        BatchOptions(confidence=0.99)
+    with pytest.raises(InputError, match="--budget 50"):
+        BatchOptions(method="contrastive", budget=50)
+    BatchOptions(method="shapley", budget=50, target_width=0.1)
+    BatchOptions(adaptive=True, budget=50, target_width=0.1, confidence=0.9)

@@ -293,9 +293,10 @@ def test_estimates_follow_the_method() -> None:
     assert (auto.rollouts, auto.shapley_rollouts) == (13, 300)  # possible, shown, not reserved
     shapley = estimate_trace(trace, replace(base, method="shapley", budget=300), True)
     assert (shapley.rollouts, shapley.shapley_rollouts) == (313, 0)  # certain: reserved
-    adaptive = estimate_trace(trace, replace(base, adaptive=True), True)
+    adaptive_base = BatchOptions(match_samples=2, adaptive=True)  # --adaptive takes no --samples
+    adaptive = estimate_trace(trace, adaptive_base, True)
     assert adaptive.rollouts == 32 * 3 and adaptive.shapley_rollouts == 0
-    assert estimate_trace(trace, replace(base, adaptive=True, budget=50), True).rollouts == 50
+    assert estimate_trace(trace, replace(adaptive_base, budget=50), True).rollouts == 50
 
 
 def test_cost_from_usage_and_prices(work: Path) -> None:
