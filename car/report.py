@@ -32,6 +32,7 @@ __all__ = [
     "listed",
     "load_report",
     "many",
+    "samples_per_step",
 ]
 
 REPORT_VERSION = "car.report/v1"
@@ -267,6 +268,17 @@ def label_line(report: Report) -> str | None:
 def many(n: int, noun: str, plural: str | None = None) -> str:
     """A count and its noun, singular for one: "1 trace", "3 traces", "1 policy call"."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def samples_per_step(report: Report) -> str:
+    """What each decision step was sampled: the `--samples` setting ("32 samples per step"), or in
+    an adaptive run, which stops sampling each step when it is decided, the steps' own counts ("8 to
+    32 samples per step")."""
+    if report.adaptive is None:
+        return f"{many(report.samples, 'sample')} per step"
+    ns = [s.rescue.n for s in report.steps if s.decision and s.rescue is not None] or [0]
+    low, high = min(ns), max(ns)
+    return f"{many(low, 'sample')} per step" if low == high else f"{low} to {high} samples per step"
 
 
 def listed(items: Sequence[str]) -> str:
