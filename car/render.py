@@ -18,7 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from car.report import Estimate, Report, label_line, many
+from car.report import Estimate, Report, label_line, many, samples_per_step
 
 __all__ = [
     "Layout",
@@ -357,7 +357,7 @@ def render_table(report: Report, console: Console, *, stored: int = 0) -> None:
         Text(
             f"budget: {rollouts_served(b.rollouts, stored)}, {many(b.policy_calls, 'policy call')}"
             f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
-            f"{many(report.samples, 'sample')} per step; min effect {report.min_effect:.0%}; "
+            f"{samples_per_step(report)}; min effect {report.min_effect:.0%}; "
             f"verdicts Bonferroni-adjusted over {many(len(decisions), 'step')}"
         )
     )
