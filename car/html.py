@@ -18,7 +18,7 @@ from typing import Any
 
 from car.charts import esc, rescue_curve_svg, shapley_svg
 from car.errors import CarError, InputError
-from car.report import Estimate, Report, StepReport, label_line, many
+from car.report import Estimate, Report, StepReport, label_line, many, samples_per_step
 from car.trace import Action, Message, Step, Trace
 
 __all__ = ["render_html"]
@@ -527,7 +527,7 @@ def _provenance(report: Report, trace_note: str | None, stored: int) -> str:
         ),
         (
             "settings",
-            f"{many(report.samples, 'sample')} per step, "
+            f"{samples_per_step(report)}, "
             f"{many(report.match_samples, 'match draw')} per step, "
             f"{report.level:.0%} intervals, minimum effect {report.min_effect:.0%}",
         ),
