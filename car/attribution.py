@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
+from car.arguments import check_arguments
 from car.errors import InputError
 from car.estimators.contrastive import (
     ContrastiveResult,
@@ -86,21 +87,6 @@ def _resolve_scorer(trace: Trace, scorer: str | Scorer | None) -> Scorer:
     return make_scorer(sc, trace) if isinstance(sc, str) else sc
 
 
-def _validate_options(
-    samples: int, match_samples: int, concurrency: int, level: float, min_effect: float
-) -> None:
-    if samples < 1:
-        raise InputError(f"--samples must be at least 1, got {samples}")
-    if match_samples < 0:
-        raise InputError(f"--match-samples must be 0 or more, got {match_samples}")
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
-    if not 0.5 <= level < 1:
-        raise InputError(f"--level must be in [0.5, 1), got {level}")
-    if not 0 <= min_effect < 1:
-        raise InputError(f"--min-effect must be in [0, 1), got {min_effect}")
-
-
 def require_decisions(trace: Trace, path: str | None) -> None:
     """Refuse a trace with nothing to attribute, before any component is built."""
     if not trace.decision_steps:
@@ -155,7 +141,7 @@ async def blame_async(
     method: Method = "auto",
     players: str = "steps",
     shapley_method: ShapleyMethod = "auto",
-    budget: int = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_BUDGET,
     budget_calls: int | None = None,
     target_width: float | None = None,
 ) -> Report:
@@ -164,8 +150,22 @@ async def blame_async(
     `runner` (a `car.runner.Runner`) puts the resumable store and a global concurrency limit in
     front of every rollout; batch attribution (`car.batch`) passes one shared by all traces.
     """
-    _validate_options(samples, match_samples, concurrency, level, min_effect)
-    _validate_shapley_options(method, shapley_method, budget, budget_calls, target_width)
+    check_arguments(
+        samples=samples,
+        match_samples=match_samples,
+        seed=seed,
+        concurrency=concurrency,
+        level=level,
+        min_effect=min_effect,
+        max_error_rate=max_error_rate,
+        method=method,
+        players=players,
+        shapley_method=shapley_method,
+        budget=budget,
+        budget_calls=budget_calls,
+        target_width=target_width,
+    )
+    budget = DEFAULT_BUDGET if budget is None else budget  # None: the default, as in BatchOptions
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
         players_kind, shapley_players = precheck(
@@ -247,21 +247,6 @@ async def blame_async(
     return report
 
 
-def _validate_shapley_options(
-    method: str, shapley_method: str, budget: int, budget_calls: int | None, width: float | None
-) -> None:
-    if method not in ("contrastive", "shapley", "auto"):
-        raise InputError(f"--method must be contrastive, shapley or auto, got {method!r}")
-    if shapley_method not in ("exact", "permutation", "auto"):
-        raise InputError(f"--shapley must be exact, permutation or auto, got {shapley_method!r}")
-    if budget < 1:
-        raise InputError(f"--budget must be at least 1 rollout, got {budget}")
-    if budget_calls is not None and budget_calls < 1:
-        raise InputError(f"--budget-calls must be at least 1, got {budget_calls}")
-    if width is not None and not 0 < width < 1:
-        raise InputError(f"--target-width must be in (0, 1), got {width}")
-
-
 async def _settle(comps: _Components) -> list[str]:
     """Collect the components' own report lines (`notes()`) and close them (`aclose()`), if they
     have such methods: backends report retries, capabilities and judge noise, and hold connections."""
@@ -331,6 +316,9 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     "steps", "agents" or groups like "0,1;2,3"; `shapley_method` "auto", "exact" or "permutation";
     `budget` caps Shapley's rollouts, `budget_calls` its policy calls; `target_width` stops early
     once every interval half-width is at most that.
+
+    An argument of the wrong type or out of range is an `InputError` naming it (`samples= must be
+    at least 1, got 0`) before any work.
 
     When the scorer says the recorded run did not fail (or cannot score it) there is nothing to
     attribute: the report names no step and says why (`abstained_reason`, `factual`), and with a

@@ -7,7 +7,8 @@
     +-- BudgetError          the requested method cannot be paid for within the budget (exit code 2)
 
 `RolloutError` is internal to the replay engine: it ends one rollout as an error outcome (counted and
-reported, never scored) and never escapes to the user.
+reported, never scored) and never escapes to the user. `option_name` is how a message names an
+argument: the option on the command line, the keyword in Python.
 """
 
 from __future__ import annotations
@@ -22,11 +23,25 @@ __all__ = [
     "InputError",
     "RolloutError",
     "SpecError",
+    "option_name",
 ]
 
 # True while the `car` command runs (`car.cli.main` sets it): a message that says how to fix the
 # input names the command line's option there (`--item N`), the Python argument elsewhere (`item=N`).
 COMMAND_LINE: ContextVar[bool] = ContextVar("car_command_line", default=False)
+
+# Keywords whose option is not the keyword spelled with dashes.
+_FLAGS = {"fmt": "--from", "shapley_method": "--shapley"}
+
+
+def option_name(keyword: str, value: str | None = None) -> str:
+    """How a message names the argument `keyword`, with `value` if given: the command line's option
+    while `car` runs (`--match-samples`, `--from NAME`), the Python keyword elsewhere
+    (`match_samples=`, `fmt=NAME`). The one place that knows both spellings."""
+    if not COMMAND_LINE.get():
+        return f"{keyword}={value or ''}"
+    flag = _FLAGS.get(keyword, "--" + keyword.replace("_", "-"))
+    return f"{flag} {value}" if value else flag
 
 
 class CarError(Exception):

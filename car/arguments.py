@@ -1,0 +1,103 @@
+"""The type and range of every argument `car.blame`, `blame_async` and `blame_many` take, checked
+before any work. A message names the argument as the caller gave it (`car.errors.option_name`):
+`samples=` from Python, `--samples` on the command line.
+
+Light on purpose (no numpy): the batch checks its options with it before it loads anything.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from functools import partial
+
+from car.errors import InputError, option_name
+
+__all__ = ["check_arguments"]
+
+
+def _given(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _whole(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{option_name(name)} must be a whole number, got {_given(value)}")
+    return int(value)
+
+
+def _count(name: str, value: object, *, least: int, unit: str = "", optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    n = _whole(name, value)
+    if n < least:
+        bound = "0 or more" if least == 0 else f"at least {least}{unit}"
+        raise InputError(f"{option_name(name)} must be {bound}, got {n}")
+
+
+def _number(name: str, value: object, *, interval: str, optional: bool = False) -> None:
+    """`interval` as written in the message ("[0.5, 1)"); its brackets say which ends are in."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{option_name(name)} must be a number in {interval}, got {_given(value)}")
+    low, high = (float(end.strip("[]() ")) for end in interval.split(","))
+    x = float(value)
+    above = low <= x if interval[0] == "[" else low < x
+    below = x <= high if interval[-1] == "]" else x < high
+    if not (above and below):
+        raise InputError(f"{option_name(name)} must be in {interval}, got {value}")
+
+
+def _choice(name: str, value: object, *, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        words = ", ".join(choices[:-1]) + " or " + choices[-1]
+        got = repr(value) if isinstance(value, str) else _given(value)
+        raise InputError(f"{option_name(name)} must be {words}, got {got}")
+
+
+def _text(name: str, value: object, *, example: str) -> None:
+    if not isinstance(value, str):
+        raise InputError(f"{option_name(name)} must be a string such as {example}, got {_given(value)}")
+
+
+def _shard(name: str, value: object) -> None:
+    if value is None:
+        return
+    if not (isinstance(value, tuple | list) and len(value) == 2):
+        raise InputError(f"{option_name(name)} must be a pair (K, N), got {_given(value)}")
+    k, n = (_whole(name, v) for v in value)
+    if not (n >= 1 and 1 <= k <= n):
+        raise InputError(f"{option_name(name)} must be (K, N) with 1 <= K <= N, got ({k}, {n})")
+
+
+_RULES: dict[str, Callable[[str, object], object]] = {
+    "samples": partial(_count, least=1),
+    "match_samples": partial(_count, least=0),
+    "seed": _whole,
+    "concurrency": partial(_count, least=1),
+    "traces_at_once": partial(_count, least=1),
+    "level": partial(_number, interval="[0.5, 1)"),
+    "confidence": partial(_number, interval="[0.5, 1)"),
+    "min_effect": partial(_number, interval="[0, 1)"),
+    "max_error_rate": partial(_number, interval="[0, 1]"),
+    "method": partial(_choice, choices=("contrastive", "shapley", "auto")),
+    "shapley_method": partial(_choice, choices=("exact", "permutation", "auto")),
+    "players": partial(_text, example="'steps', 'agents' or '0,1;2,3'"),
+    "budget": partial(_count, least=1, unit=" rollout", optional=True),
+    "budget_calls": partial(_count, least=1, optional=True),
+    "target_width": partial(_number, interval="(0, 1)", optional=True),
+    "max_rollouts": partial(_count, least=0, optional=True),
+    "max_policy_calls": partial(_count, least=0, optional=True),
+    "shard": _shard,
+}
+
+
+def check_arguments(**values: object) -> None:
+    """Check each argument car has a rule for, by name (`samples=8`); the others (the policy,
+    environment and scorer: anything that implements their protocol) pass. The first that is the
+    wrong type or out of range is an `InputError` naming it, what is valid and what was given."""
+    for name, value in values.items():
+        rule = _RULES.get(name)
+        if rule is not None:
+            rule(name, value)

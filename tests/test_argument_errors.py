@@ -1,0 +1,90 @@
+"""Arguments of the wrong type or out of range: one clear error before any work, naming the argument
+as the caller gave it (`samples=` from Python, `--samples` on the command line)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import car
+from car.errors import COMMAND_LINE, InputError, option_name
+from tests.conftest import TRACES, Result
+
+TRACE = TRACES / "pivot.json"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"samples": "8"}, "samples= must be a whole number, got '8' (str)"),
+        ({"samples": 8.0}, "samples= must be a whole number, got 8.0 (float)"),
+        ({"samples": True}, "samples= must be a whole number, got True (bool)"),
+        ({"samples": 0}, "samples= must be at least 1, got 0"),
+        ({"match_samples": -1}, "match_samples= must be 0 or more, got -1"),
+        ({"seed": "1"}, "seed= must be a whole number, got '1' (str)"),
+        ({"concurrency": 1.5}, "concurrency= must be a whole number, got 1.5 (float)"),
+        ({"level": "0.9"}, "level= must be a number in [0.5, 1), got '0.9' (str)"),
+        ({"level": 1}, "level= must be in [0.5, 1), got 1"),
+        ({"min_effect": None}, "min_effect= must be a number in [0, 1), got None (NoneType)"),
+        ({"max_error_rate": 2.0}, "max_error_rate= must be in [0, 1], got 2.0"),
+        ({"method": "both"}, "method= must be contrastive, shapley or auto, got 'both'"),
+        ({"shapley_method": 1}, "shapley_method= must be exact, permutation or auto, got 1 (int)"),
+        ({"players": 3}, "players= must be a string such as 'steps', 'agents' or '0,1;2,3', got 3 (int)"),
+        ({"budget": 0}, "budget= must be at least 1 rollout, got 0"),
+        ({"budget_calls": "9"}, "budget_calls= must be a whole number, got '9' (str)"),
+        ({"target_width": 1}, "target_width= must be in (0, 1), got 1"),
+    ],
+)
+def test_blame_names_the_python_argument(given: dict[str, Any], message: str) -> None:
+    """`car.blame(path, samples="8")` raised TypeError: '<' not supported between 'str' and 'int'."""
+    with pytest.raises(InputError) as info:
+        car.blame(TRACE, **given)
+    assert str(info.value) == message
+    with pytest.raises(InputError) as info:
+        asyncio.run(car.blame_async(TRACE, **given))
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("options", "kwargs", "message"),
+    [
+        ({"samples": "8"}, {}, "samples= must be a whole number, got '8' (str)"),
+        ({"level": 2.0}, {}, "level= must be in [0.5, 1), got 2.0"),
+        ({"adaptive": True, "confidence": "high"}, {}, "confidence= must be a number in [0.5, 1)"),
+        ({}, {"concurrency": "8"}, "concurrency= must be a whole number, got '8' (str)"),
+        ({}, {"concurrency": 0}, "concurrency= must be at least 1, got 0"),
+        ({}, {"traces_at_once": "2"}, "traces_at_once= must be a whole number, got '2' (str)"),
+        ({}, {"max_rollouts": "3"}, "max_rollouts= must be a whole number, got '3' (str)"),
+        ({}, {"max_policy_calls": -1}, "max_policy_calls= must be 0 or more, got -1"),
+        ({}, {"shard": (1, "2")}, "shard= must be a whole number, got '2' (str)"),
+        ({}, {"shard": (3, 2)}, "shard= must be (K, N) with 1 <= K <= N, got (3, 2)"),
+    ],
+)
+def test_blame_many_names_the_python_argument_before_any_work(
+    options: dict[str, Any], kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InputError) as info:
+        car.blame_many(TRACE, options=car.BatchOptions(**options), **kwargs)
+    assert str(info.value).startswith(message)
+
+
+def test_the_command_line_names_the_option(run_cli: Callable[..., Result]) -> None:
+    r = run_cli("blame", TRACE, "--samples", "0", "--no-store")
+    assert (r.code, r.err) == (2, "car: error: --samples must be at least 1, got 0\n")
+    r = run_cli("blame", TRACE, TRACES / "or.json", "--shapley", "exact", "--budget", "0")
+    assert r.code == 2 and r.err.endswith("car: error: --budget must be at least 1 rollout, got 0\n")
+
+
+def test_one_helper_names_an_argument_both_ways() -> None:
+    assert option_name("match_samples") == "match_samples="
+    assert option_name("fmt", "NAME") == "fmt=NAME"
+    token = COMMAND_LINE.set(True)
+    try:
+        assert option_name("match_samples") == "--match-samples"
+        assert option_name("shapley_method") == "--shapley"
+        assert option_name("fmt", "NAME") == "--from NAME"
+    finally:
+        COMMAND_LINE.reset(token)
