@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+from car.arguments import check_arguments
 from car.errors import BackendError, CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.report import Report, listed, many
@@ -463,9 +464,7 @@ class BudgetGuard:
 
 def check_caps(max_rollouts: int | None, max_policy_calls: int | None) -> None:
     """The run-wide caps must be counts (0 allows nothing)."""
-    for flag, cap in (("--max-rollouts", max_rollouts), ("--max-policy-calls", max_policy_calls)):
-        if cap is not None and cap < 0:
-            raise InputError(f"{flag} must be 0 or more, got {cap}")
+    check_arguments(max_rollouts=max_rollouts, max_policy_calls=max_policy_calls)
 
 
 def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bool) -> WorkEstimate:
@@ -726,9 +725,14 @@ async def blame_many_async(
 ) -> list[TraceResult]:
     """Attribute many traces; results in input order. See `blame_many`."""
     opts = options or BatchOptions()
-    if concurrency < 1:
-        raise InputError(f"--concurrency must be at least 1, got {concurrency}")
-    check_caps(max_rollouts, max_policy_calls)
+    check_arguments(  # before any trace is read: types and ranges, named as the caller gave them
+        concurrency=concurrency,
+        traces_at_once=traces_at_once,
+        shard=shard,
+        max_rollouts=max_rollouts,
+        max_policy_calls=max_policy_calls,
+        **opts.blame_kwargs(),
+    )
     work = list(planned) if planned is not None else plan_batch(paths, opts, shard)
     runner = Runner(store, concurrency)
     results: list[TraceResult | None] = [None] * len(work)
