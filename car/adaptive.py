@@ -203,7 +203,7 @@ async def blame_adaptive_async(
     rollouts (default: 32 per decision step; less than `minimum_budget` is a `BudgetError`);
     `target_width` stops once every still-open step's effect interval has at most this half-width.
     """
-    from car.attribution import _report, _settle, match_draws, prepare
+    from car.attribution import _report, _settle, headline, match_draws, prepare
 
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
@@ -287,7 +287,7 @@ async def blame_adaptive_async(
         )
         report.notes.append(statement)  # rendered with the other notes: no renderer change needed
         prefix = "Certified" if certified else "Best guess"
-        report.headline = f"{prefix} ({confidence:.0%}): {report.headline}"
+        report.headline = f"{prefix} ({confidence:.0%}): {headline(report)}"  # knows the open steps
     finally:
         notes = await _settle(comps)  # backends' own lines; close their connections
     report.notes.extend(notes)

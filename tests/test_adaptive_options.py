@@ -12,7 +12,7 @@ import pytest
 from car.batch import BatchOptions
 from car.errors import InputError
 from car.report import Report
-from tests.conftest import TRACES, Result
+from tests.conftest import ROOT, TRACES, Result
 
 AND = TRACES / "and.json"  # 3 decision steps, a deterministic scorer
 RunCli = Callable[..., Result]
@@ -123,3 +123,50 @@ def test_batch_options_refuse_what_the_mode_ignores() -> None:
         BatchOptions(method="contrastive", budget=50)
     BatchOptions(method="shapley", budget=50, target_width=0.1)
     BatchOptions(adaptive=True, budget=50, target_width=0.1, confidence=0.9)
+
+
+# -- adaptive wording ---------------------------------------------------------------------------
+def _adaptive_and(run_cli: RunCli, fmt: str) -> str:
+    args = ("--adaptive", "--target-width", "0.1", "--min-effect", "0.05", "--no-store")
+    r = run_cli("blame", AND, *args, "--format", fmt)
+    assert r.code == 0, r.err
+    return r.out
+
+
+def test_adaptive_headline_says_which_later_steps_are_undecided(run_cli: RunCli) -> None:
+    """Step 2 stopped open with an effect interval up to 18%: 'no step is shown to remove more
+    than 5%' read as if that were settled."""
+    report = Report.model_validate(json.loads(_adaptive_and(run_cli, "json")))
+    assert report.adaptive is not None and report.locus == 1
+    assert report.adaptive.open_steps == [2]
+    high = report.steps[2].effect
+    assert high is not None and high.high is not None and high.high > report.min_effect
+    assert "no step is shown" not in report.headline
+    assert "step 2 is still undecided" in report.headline
+    assert f"up to {high.high:.0%}" in report.headline
+
+
+def test_adaptive_budget_line_gives_the_samples_each_step_got(run_cli: RunCli) -> None:
+    """It said '8 samples per step', the fewest, as if every step had had 8."""
+    from car.html import render_html
+
+    report = Report.model_validate(json.loads(_adaptive_and(run_cli, "json")))
+    ns = [s.rescue.n for s in report.steps if s.decision and s.rescue is not None]
+    assert min(ns) < max(ns)  # steps closed early got fewer
+    said = f"{min(ns)} to {max(ns)} samples per step"
+    assert said in " ".join(_adaptive_and(run_cli, "table").split())
+    assert said in render_html(report)
+
+
+def test_target_width_is_a_half_width_everywhere(run_cli: RunCli) -> None:
+    """The code stops on (high - low) / 2 <= W; the guide said 'at most W wide'."""
+    report = Report.model_validate(json.loads(_adaptive_and(run_cli, "json")))
+    assert report.adaptive is not None and report.adaptive.stopped == "target-width"
+    open_effects = [report.steps[i].effect for i in report.adaptive.open_steps]
+    widths = [e.high - e.low for e in open_effects if e and e.high is not None and e.low is not None]
+    assert widths and all(w / 2 <= 0.1 for w in widths) and max(widths) > 0.1
+    guide = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    (line,) = [x for x in guide.splitlines() if x.startswith("- `--target-width W`")]
+    assert "half-width" in line and "wide" not in line
+    help_text = " ".join(run_cli("blame", "--help").out.split())
+    assert "at most this half-width" in help_text
