@@ -740,16 +740,34 @@ def _check_html_destination(fmt: Format, output: Path | None) -> None:
         raise CarError("--format html needs -o FILE (or redirect stdout to a file)")
 
 
+def _empty_value(args: list[str], i: int) -> str:
+    """Why `args[i]`, an empty string, is refused, and what its option takes instead, from the
+    option's metavar: "--players: an empty value (''); give steps, agents or GROUPS"."""
+    command: Any = typer.main.get_command(app)
+    for word in args[:i]:  # the (sub)command named: `blame`, `cache clear`
+        sub = getattr(command, "commands", {}).get(word)
+        if sub is None:
+            break
+        command = sub
+    option = args[i - 1] if i > 0 and args[i - 1].startswith("-") else None
+    metavar = next((p.metavar for p in command.params if option in p.opts), None)
+    if option is None or metavar is None:  # after a flag, '' is an argument
+        return "an empty argument (''); give a path or a value"
+    if "PATH" in metavar or metavar == "FILE":
+        takes = "a path"
+    else:  # a choice ("table|json|...") or a placeholder ("N")
+        *ways, last = metavar.split("|")
+        takes = f"{', '.join(ways)} or {last}" if ways else last
+    return f"{option}: an empty value (''); give {takes}"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors with exit codes, tracebacks only with --debug."""
     global _DEBUG
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
     if "" in args:  # a path option would read '' as '.', the current directory
-        i = args.index("")
-        option = args[i - 1] if i > 0 and args[i - 1].startswith("-") else None
-        what = f"{option}: an empty value" if option else "an empty argument"
-        _fail(CarError(f"{what} (''); give a path or a value"), 2)
+        _fail(CarError(_empty_value(args, args.index(""))), 2)
     token = COMMAND_LINE.set(True)  # messages name options (`--item N`), not Python arguments
     try:
         rv = app(args=args, prog_name="car", standalone_mode=False)
