@@ -32,7 +32,10 @@ TRACE = TRACES / "pivot.json"
         ({"max_error_rate": 2.0}, "max_error_rate= must be in [0, 1], got 2.0"),
         ({"method": "both"}, "method= must be contrastive, shapley or auto, got 'both'"),
         ({"shapley_method": 1}, "shapley_method= must be exact, permutation or auto, got 1 (int)"),
-        ({"players": 3}, "players= must be a string such as 'steps', 'agents' or '0,1;2,3', got 3 (int)"),
+        (
+            {"players": 3},
+            "players= must be a string such as 'steps', 'agents' or '0,1;2,3', got 3 (int)",
+        ),
         ({"budget": 0}, "budget= must be at least 1 rollout, got 0"),
         ({"budget_calls": "9"}, "budget_calls= must be a whole number, got '9' (str)"),
         ({"target_width": 1}, "target_width= must be in (0, 1), got 1"),
@@ -88,3 +91,24 @@ def test_one_helper_names_an_argument_both_ways() -> None:
         assert option_name("fmt", "NAME") == "--from NAME"
     finally:
         COMMAND_LINE.reset(token)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--players", ""], "--players: an empty value (''); give steps, agents or GROUPS"),
+        (["--samples", ""], "--samples: an empty value (''); give N"),
+        (
+            ["--format", ""],
+            "--format: an empty value (''); give table, json, jsonl, markdown, github, junit or html",
+        ),
+        (["--store", ""], "--store: an empty value (''); give a path"),
+        (["--no-store", ""], "an empty argument (''); give a path or a value"),  # a flag takes no value
+    ],
+)
+def test_an_empty_value_says_what_the_option_takes(
+    run_cli: Callable[..., Result], argv: list[str], expected: str
+) -> None:
+    """`--players ''` said "give a path or a value": --players takes no path."""
+    r = run_cli("blame", TRACE, *argv)
+    assert (r.code, r.out, r.err) == (2, "", f"car: error: {expected}\n")

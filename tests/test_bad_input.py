@@ -269,10 +269,10 @@ def test_components_are_closed_when_the_budget_is_refused() -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["import", "traces/pivot.json", "-o", ""], "-o: an empty value ('')"),
-        (["validate", ""], "an empty argument ('')"),
-        (["report", ""], "an empty argument ('')"),
-        (["blame", "traces/pivot.json", "--store", ""], "--store: an empty value ('')"),
+        (["import", "traces/pivot.json", "-o", ""], "-o: an empty value (''); give a path"),
+        (["validate", ""], "an empty argument (''); give a path or a value"),
+        (["report", ""], "an empty argument (''); give a path or a value"),
+        (["blame", "traces/pivot.json", "--store", ""], "--store: an empty value (''); give a path"),
     ],
 )
 def test_an_empty_value_is_never_read_as_the_current_directory(
@@ -282,4 +282,4 @@ def test_an_empty_value_is_never_read_as_the_current_directory(
     assert (r.code, r.out) == (
         2,
         "",
-    ) and r.err.strip() == f"car: error: {expected}; give a path or a value"
+    ) and r.err.strip() == f"car: error: {expected}"
