@@ -56,9 +56,14 @@ def _choice(name: str, value: object, *, choices: tuple[str, ...]) -> None:
         raise InputError(f"{option_name(name)} must be {words}, got {got}")
 
 
-def _text(name: str, value: object, *, example: str) -> None:
-    if not isinstance(value, str):
-        raise InputError(f"{option_name(name)} must be a string such as {example}, got {_given(value)}")
+def _players(name: str, value: object) -> None:
+    """Only its form: which steps a group names is `car.shapley.parse_players`'s to check."""
+    if not isinstance(value, str) or not value.strip():
+        got = repr(value) if isinstance(value, str) else _given(value)
+        raise InputError(
+            f"{option_name(name)} must be 'steps', 'agents' or groups of step indices like "
+            f"'0,1;2,3', got {got}"
+        )
 
 
 def _shard(name: str, value: object) -> None:
@@ -83,7 +88,7 @@ _RULES: dict[str, Callable[[str, object], object]] = {
     "max_error_rate": partial(_number, interval="[0, 1]"),
     "method": partial(_choice, choices=("contrastive", "shapley", "auto")),
     "shapley_method": partial(_choice, choices=("exact", "permutation", "auto")),
-    "players": partial(_text, example="'steps', 'agents' or '0,1;2,3'"),
+    "players": _players,
     "budget": partial(_count, least=1, unit=" rollout", optional=True),
     "budget_calls": partial(_count, least=1, optional=True),
     "target_width": partial(_number, interval="(0, 1)", optional=True),

@@ -34,7 +34,11 @@ TRACE = TRACES / "pivot.json"
         ({"shapley_method": 1}, "shapley_method= must be exact, permutation or auto, got 1 (int)"),
         (
             {"players": 3},
-            "players= must be a string such as 'steps', 'agents' or '0,1;2,3', got 3 (int)",
+            "players= must be 'steps', 'agents' or groups of step indices like '0,1;2,3', got 3 (int)",
+        ),
+        (
+            {"players": " "},
+            "players= must be 'steps', 'agents' or groups of step indices like '0,1;2,3', got ' '",
         ),
         ({"budget": 0}, "budget= must be at least 1 rollout, got 0"),
         ({"budget_calls": "9"}, "budget_calls= must be a whole number, got '9' (str)"),
@@ -112,3 +116,22 @@ def test_an_empty_value_says_what_the_option_takes(
     """`--players ''` said "give a path or a value": --players takes no path."""
     r = run_cli("blame", TRACE, *argv)
     assert (r.code, r.out, r.err) == (2, "", f"car: error: {expected}\n")
+
+
+@pytest.mark.parametrize(
+    ("players", "message"),
+    [
+        ("0;9", "step 9 is not a decision step of trace 'pivot-0'; decision steps are 0, 1, 2"),
+        ("0,x", "group 1 ('0,x'): 'x' is not a step index; use 'steps', 'agents' or groups like"),
+        ("0;0", "step 0 is in more than one group"),
+    ],
+)
+def test_player_groups_are_named_as_given(
+    run_cli: Callable[..., Result], players: str, message: str
+) -> None:
+    """From Python these named the command line's --players."""
+    with pytest.raises(InputError) as info:
+        car.blame(TRACE, players=players, method="shapley")
+    assert str(info.value).startswith(f"players={players!r}: {message}")
+    r = run_cli("blame", TRACE, "--players", players, "--method", "shapley", "--no-store")
+    assert r.code == 2 and r.err.startswith(f"car: error: --players {players!r}: {message}"), r.err
