@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from car.errors import BudgetError, InputError
+from car.errors import BudgetError, InputError, option_name
 from car.estimators.shapley import (
     MAX_EXACT_PLAYERS,
     ShapleyEstimate,
@@ -105,6 +105,7 @@ def parse_players(trace: Trace, spec: str) -> tuple[PlayersKind, list[Player]]:
         return "agents", [Player(a, tuple(s)) for a, s in by_actor.items()]
     groups: list[Player] = []
     seen: set[int] = set()
+    given = option_name("players", repr(spec))  # --players '0;9' on the command line, players='0;9'
     for g, part in enumerate(text.split(";")):
         steps: list[int] = []
         for item in part.split(","):
@@ -113,16 +114,16 @@ def parse_players(trace: Trace, spec: str) -> tuple[PlayersKind, list[Player]]:
                 step = int(item)
             except ValueError:
                 raise InputError(
-                    f"--players: group {g + 1} ({part.strip()!r}): {item!r} is not a step index; "
+                    f"{given}: group {g + 1} ({part.strip()!r}): {item!r} is not a step index; "
                     "use 'steps', 'agents' or groups like '0,1;2,3'"
                 ) from None
             if step not in decisions:
                 raise InputError(
-                    f"--players: step {step} is not a decision step of trace {trace.id!r}; "
+                    f"{given}: step {step} is not a decision step of trace {trace.id!r}; "
                     f"decision steps are {', '.join(map(str, decisions))}"
                 )
             if step in seen:
-                raise InputError(f"--players: step {step} is in more than one group")
+                raise InputError(f"{given}: step {step} is in more than one group")
             seen.add(step)
             steps.append(step)
         groups.append(Player("steps " + ",".join(map(str, sorted(steps))), tuple(sorted(steps))))
