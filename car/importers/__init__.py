@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from car.errors import COMMAND_LINE, CarError, InputError
+from car.errors import COMMAND_LINE, CarError, InputError, option_name
 from car.importers.base import At, Builder, Document, Importer, read_document
 from car.importers.registry import detect, get_importer, importers, known
 from car.trace import Trace
@@ -49,10 +49,9 @@ def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
         if name is None and doc.problem:  # not JSON (nor an Inspect log): that is the whole story
             raise InputError(f"{doc.path}: {doc.problem}")
         if name is None:
-            option = "--from NAME" if COMMAND_LINE.get() else "fmt=NAME"
             raise InputError(
                 f"{doc.path}: not a trace format car recognises; car knows: {known()} "
-                f"(name one with {option})"
+                f"(name one with {option_name('fmt', 'NAME')})"
             )
         imp = get_importer(name)
     else:
@@ -79,7 +78,7 @@ def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Tr
     traces = import_file(path, fmt)
     if item is not None:
         if not 0 <= item < len(traces):
-            given = f"--item {item}" if COMMAND_LINE.get() else f"item={item}"
+            given = option_name("item", str(item))  # --item 5, or item=5 from Python
             raise InputError(
                 f"{path}: {given} is out of range: the file holds {len(traces)} run"
                 f"{'s' if len(traces) != 1 else ''} (0 to {len(traces) - 1})"
