@@ -721,12 +721,11 @@ def _check_ranges(values: dict[str, object], confidence: float) -> None:
 
 
 def _set_by_user(ctx: typer.Context, given: set[str]) -> dict[str, str]:
-    """Each option the user set, as they set it: on the command line (`--samples 64`), else in a
-    `CAR_*` variable or the configuration file (`samples = 64 (car.toml)`); keyed by its
-    `BatchOptions` name, which refuses the ones the run would not use."""
-    from car.config import origins
-
-    out = {k: v for k, v in origins().items() if k not in given}
+    """Each option given on the command line, as given (`--samples 64`), keyed by its `BatchOptions`
+    name, which refuses the ones the run would not use. A `CAR_*` variable or the configuration
+    file sets a project's defaults for every mode: an adaptive run leaves `samples = 64` unused
+    without a word, as a contrastive run leaves `confidence`."""
+    out: dict[str, str] = {}
     for param in ctx.command.params:
         if param.name in given and not isinstance(param, TyperArgument):
             name = "shapley_method" if param.name == "shapley" else param.name

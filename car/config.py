@@ -19,7 +19,6 @@ always text, are parsed as the key's type (`CAR_SAMPLES=4`).
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -39,7 +38,6 @@ __all__ = [
     "Settings",
     "find_config",
     "load_settings",
-    "origins",
     "resolve",
 ]
 
@@ -178,19 +176,6 @@ def _variables(env: Mapping[str, str]) -> dict[str, str]:
 
 def _where(path: Path) -> str:
     return f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
-
-
-def origins(environ: Mapping[str, str] | None = None, start: Path | None = None) -> dict[str, str]:
-    """key -> how a `CAR_*` variable or the configuration file sets it, as written there
-    (`CAR_LEVEL=0.9`, `samples = 64 (car.toml)`), for the keys they set; the variable wins, as in
-    `resolve`. Call it after `resolve`, which has checked them."""
-    env = os.environ if environ is None else environ
-    out: dict[str, str] = {}
-    found = find_config(start)
-    if found is not None:
-        path, table = found
-        out = {k: f"{k} = {json.dumps(v)} ({_where(path)})" for k, v in table.items() if k in KEYS}
-    return out | {key: f"{name}={env[name]}" for key, name in _variables(env).items()}
 
 
 def resolve(

@@ -11,6 +11,7 @@ report passes through `esc`.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -548,11 +549,46 @@ def _provenance(report: Report, trace_note: str | None, stored: int) -> str:
     rerun = ""
     if report.trace_path:
         rerun = (
-            f'<p class="ctx-from">Reproduce: <code>car blame {esc(report.trace_path)} --seed '
-            f"{report.seed} --samples {report.samples} --match-samples {report.match_samples} --level "
-            f"{report.level:g} --min-effect {report.min_effect:g}</code></p>"
+            f'<p class="ctx-from">Reproduce (with the same backend settings): '
+            f"<code>{esc(reproduce_command(report))}</code></p>"
         )
     return f'<section id="provenance"><h2>Provenance</h2><dl class="prov">{body}</dl>{rerun}</section>'
+
+
+def reproduce_command(report: Report) -> str:
+    """The `car blame` command line that runs this analysis again: the components, the seed, and
+    the options of the mode it ran in (an adaptive run's --confidence and --budget, not --samples,
+    which that mode refuses); backend settings (server, key, temperature) are not in a report."""
+    spec = report.specs
+    args = [
+        "car", "blame", report.trace_path or report.trace_id,
+        "--policy", spec.policy, "--env", spec.env, "--scorer", spec.scorer,
+        "--seed", str(report.seed), "--match-samples", str(report.match_samples),
+        "--min-effect", f"{report.min_effect:g}",
+    ]  # fmt: skip
+    if report.adaptive is not None:
+        run = report.adaptive
+        args += ["--adaptive", "--confidence", f"{run.confidence:g}", "--budget", str(run.budget)]
+        if run.target_width is not None:
+            args += ["--target-width", f"{run.target_width:g}"]
+        return shlex.join(args)
+    args += ["--samples", str(report.samples), "--level", f"{report.level:g}"]
+    game = report.shapley
+    if game is not None:
+        if (report.method_reason or "").startswith("requested"):  # else --method auto ran it
+            args += ["--method", "shapley"]
+        if game.players_kind == "agents":
+            args += ["--players", "agents"]
+        elif game.players_kind == "groups":
+            args += ["--players", ";".join(",".join(map(str, p.steps)) for p in game.players)]
+        args += ["--shapley", game.method]
+        if game.budget_limit is not None:
+            args += ["--budget", str(game.budget_limit)]
+        if game.budget_calls_limit is not None:
+            args += ["--budget-calls", str(game.budget_calls_limit)]
+        if game.target_width is not None:
+            args += ["--target-width", f"{game.target_width:g}"]
+    return shlex.join(args)
 
 
 def render_html(

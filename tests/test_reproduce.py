@@ -1,0 +1,42 @@
+"""The HTML report's "Reproduce" command runs the same analysis again, whatever mode it ran in."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from car.html import reproduce_command
+from car.report import Report
+from tests.conftest import TRACES, Result
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--samples", "8", "--match-samples", "4", "--level", "0.9"],
+        ["--adaptive", "--confidence", "0.9", "--budget", "200", "--target-width", "0.2"],
+        ["--method", "shapley", "--players", "0,1;2", "--budget", "300", "--samples", "8"],
+        ["--method", "shapley", "--shapley", "exact", "--budget", "200", "--samples", "8"],
+    ],
+    ids=["contrastive", "adaptive", "groups", "exact"],
+)
+def test_the_reproduce_command_runs_the_same_analysis_again(
+    options: list[str], run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It always said `--samples N --level L`: an adaptive run's command was refused (--adaptive
+    ignores them) and left out --adaptive, and a Shapley run's left out its players and budget."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "and.json").write_text((TRACES / "and.json").read_text())
+    first = run_cli("blame", "and.json", *options, "--seed", "3", "--format", "json", "--no-store")
+    assert first.code == 0, first.err
+    report = Report.model_validate(json.loads(first.out))
+    command = shlex.split(reproduce_command(report))
+    assert command[:3] == ["car", "blame", "and.json"]
+    again = run_cli(*command[1:], "--format", "json", "--no-store")
+    assert again.code == 0, again.err
+    redone = Report.model_validate(json.loads(again.out))
+    assert redone == report
