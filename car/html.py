@@ -236,6 +236,8 @@ def _headline(report: Report, trace: Trace | None) -> str:
         conf = (
             f"significant at the {report.level:.0%} level after Bonferroni over {decisions} decision "
             f"steps, and above the {report.min_effect:.0%} minimum effect"
+            if report.adaptive is None  # an adaptive run says how it stopped, in its own words
+            else f"{report.adaptive.statement} (anytime-valid intervals, checked after every batch)"
         )
         parts.append(f'<p class="what">Confidence: {conf}.</p>')
         figures = [(_pct(s.effect), "of the failure removed by re-deciding here")]

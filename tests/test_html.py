@@ -378,3 +378,18 @@ def test_the_timeline_of_an_imported_trace_is_found(tmp_path: Path) -> None:
     trace, missing = locate_trace(report)
     assert missing is None and trace is not None and trace.content_hash() == imported.content_hash()
     assert locate_trace(report, given=chat)[0] is not None
+
+
+def test_an_adaptive_pages_confidence_line_says_how_the_run_stopped() -> None:
+    """It described the fixed design ("significant ... after Bonferroni over 3 decision steps") for
+    a run certified by anytime-valid intervals, or not certified at all."""
+    import asyncio
+
+    from car.adaptive import blame_adaptive_async
+    from tests.conftest import TRACES
+
+    report = asyncio.run(blame_adaptive_async(str(TRACES / "pivot.json"), budget=2000, seed=1))
+    assert report.adaptive is not None
+    page = render_html(report)
+    assert f"Confidence: {report.adaptive.statement} (anytime-valid intervals" in page
+    assert "Bonferroni" not in page.split('id="headline"')[1].split("</section>")[0]
