@@ -515,11 +515,11 @@ def _settings(report: Report) -> dict[str, str]:
             out["target width"] = f"{sh.target_width:g}"
     else:
         out["method"] = report.method
+    if report.adaptive is None:  # an adaptive run takes neither: its confidence says it
+        out |= {"samples": str(report.samples), "level": f"{report.level:g}"}
     out |= {
-        "samples": str(report.samples),
         "match samples": str(report.match_samples),
         "seed": str(report.seed),
-        "level": f"{report.level:g}",
         "min effect": f"{report.min_effect:g}",
         "policy": report.specs.policy,
         "env": report.specs.env,

@@ -287,3 +287,20 @@ def test_report_pick_that_matches_nothing_is_one_clear_error(
     assert (code, out) == (2, "")
     (line,) = err.splitlines()
     assert line.startswith(f"car: error: {analyses}: ") and expected in line, line
+
+
+def test_adaptive_analyses_are_told_apart_by_what_they_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An adaptive and a fixed analysis of one trace: the adaptive one's label named samples and
+    level, which --adaptive does not take (and refuses)."""
+    store = tmp_path / "s.sqlite"
+    for args in (["--adaptive", "--budget", "200"], ["--samples", "8", "--level", "0.9"]):
+        code, _, err = run(capsys, "blame", str(TRACE), *args, "--store", str(store))
+        assert code == 0, err
+    code, out, _ = run(capsys, "report", str(store), "--format", "markdown")
+    assert code == 0
+    labels = [line for line in out.splitlines() if line.startswith("### ")]
+    adaptive = [line for line in labels if ": adaptive, " in line]
+    assert len(labels) == 2 and len(adaptive) == 1
+    assert "samples" not in adaptive[0] and "level" not in adaptive[0], adaptive[0]  # 0.95 too
