@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from car.arguments import check_arguments
 from car.errors import BudgetError, InputError
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
@@ -172,13 +173,6 @@ def _check_budget(runner: RowRunner, budget: int) -> None:
         )
 
 
-def _validate(confidence: float, target_width: float | None) -> None:
-    if not 0.5 <= confidence < 1:
-        raise InputError(f"--confidence must be in [0.5, 1), got {confidence}")
-    if target_width is not None and not 0 < target_width < 1:
-        raise InputError(f"--target-width must be in (0, 1), got {target_width}")
-
-
 async def blame_adaptive_async(
     trace: Trace | str | Path,
     *,
@@ -209,7 +203,7 @@ async def blame_adaptive_async(
     try:
         decisions = trace.decision_steps
         budget = ROLLOUTS_PER_STEP * len(decisions) if budget is None else budget
-        _validate(confidence, target_width)
+        check_arguments(confidence=confidence, target_width=target_width, concurrency=concurrency)
         if min_effect <= 0 and target_width is None:
             # A committed later step has effect exactly 0: certifying it "at most 0" needs a bound
             # of exactly 1 on its failure rate, which no finite sample gives.
@@ -218,8 +212,6 @@ async def blame_adaptive_async(
                 "certified at or below 0) and would spend its whole budget: give --min-effect above "
                 "0, or --target-width to stop on precision"
             )
-        if concurrency < 1:
-            raise InputError(f"--concurrency must be at least 1, got {concurrency}")
         _check_budget(RowRunner(replay), budget)
         run = await run_adaptive(
             replay,

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from car.arguments import check_arguments
 from car.errors import BudgetError, InputError, option_name
 from car.estimators.shapley import (
     MAX_EXACT_PLAYERS,
@@ -251,10 +252,7 @@ async def run_shapley(
     n = len(players)
     if n == 0:
         raise InputError("Shapley needs at least one player (no decision steps)")
-    if budget < 1:
-        raise InputError(f"--budget must be at least 1 rollout, got {budget}")
-    if target_width is not None and not 0 < target_width < 1:
-        raise InputError(f"--target-width must be in (0, 1), got {target_width}")
+    check_arguments(budget=budget, target_width=target_width)
     trace = replay.trace
     in_players = {s for p in players for s in p.steps}
     background = frozenset(set(trace.decision_steps) - in_players)

@@ -135,3 +135,16 @@ def test_player_groups_are_named_as_given(
     assert str(info.value).startswith(f"players={players!r}: {message}")
     r = run_cli("blame", TRACE, "--players", players, "--method", "shapley", "--no-store")
     assert r.code == 2 and r.err.startswith(f"car: error: --players {players!r}: {message}"), r.err
+
+
+def test_the_adaptive_and_shapley_entry_points_check_with_the_same_rules() -> None:
+    """`blame_adaptive_async` and `run_shapley` kept checks of their own that named command-line
+    flags from Python (`--concurrency must be at least 1`); they use `check_arguments` now."""
+    from car.adaptive import blame_adaptive_async
+
+    with pytest.raises(InputError, match=r"^concurrency= must be at least 1, got 0$"):
+        asyncio.run(blame_adaptive_async(str(TRACE), concurrency=0))
+    with pytest.raises(InputError, match=r"^confidence= must be in \[0\.5, 1\), got 2$"):
+        asyncio.run(blame_adaptive_async(str(TRACE), confidence=2))
+    with pytest.raises(InputError, match=r"^budget= must be at least 1 rollout, got 0$"):
+        car.blame(str(TRACES / "and.json"), method="shapley", budget=0)
