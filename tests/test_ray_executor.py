@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -69,6 +68,24 @@ def test_ray_reports_errors_as_records(local_ray: None, tmp_path: Path) -> None:
     planned = plan_batch([tmp_path / "broken.json", TRACES / "pivot.json"], opts)
     results = run_ray(options=opts, store=None, concurrency=2, planned=planned)
     assert [r.status for r in results] == ["input-error", "ok"]
+
+
+@pytest.mark.slow
+def test_ray_fail_fast_stops_at_an_unreadable_trace_as_the_local_executor_does(
+    local_ray: None, tmp_path: Path
+) -> None:
+    """An unreadable trace is a failure known before anything starts: under `--fail-fast` no other
+    trace runs. The Ray driver reported it and went on with every readable trace."""
+    from car.executors.ray import run_ray
+
+    (tmp_path / "broken.json").write_text("{")
+    opts = BatchOptions(samples=2, match_samples=0)
+    paths = [tmp_path / "broken.json", TRACES / "pivot.json"]
+    local = blame_many(paths, options=opts, fail_fast=True)
+    results = run_ray(
+        options=opts, store=None, concurrency=2, planned=plan_batch(paths, opts), fail_fast=True
+    )
+    assert [r.status for r in results] == [r.status for r in local] == ["input-error"]
 
 
 @pytest.mark.slow
@@ -184,7 +201,6 @@ def test_an_on_result_that_raises_stops_the_ray_batch_cleanly(local_ray: None, t
         raise CallbackFailed(result.path)
 
     store = RolloutStore(tmp_path / "s.sqlite")
-    began = time.monotonic()
     with pytest.raises(CallbackFailed):
         run_ray(
             options=opts,
@@ -193,7 +209,6 @@ def test_an_on_result_that_raises_stops_the_ray_batch_cleanly(local_ray: None, t
             planned=plan_batch([tmp_path], opts),
             on_result=on_result,
         )
-    assert time.monotonic() - began < 20  # the slow calls were cancelled, not waited out
     assert [Path(p).name for p in seen] == ["a.json"]
     calls = (tmp_path / "calls.log").read_text().splitlines()
     started = {line.split()[1] for line in calls if line.startswith("started")}

@@ -232,10 +232,12 @@ def run_ray(
             finish(i, result)
             return result
 
-        for i, item in enumerate(planned):
-            if item.trace is None:
-                finish(i, TraceResult(item.path, None, "input-error", error=item.error))
-        waiting = admit([i for i, item in enumerate(planned) if item.trace is not None])
+        unreadable = [i for i, item in enumerate(planned) if item.trace is None]
+        for i in unreadable:
+            finish(i, TraceResult(planned[i].path, None, "input-error", error=planned[i].error))
+        # Fail-fast: a trace that could not be read is a failure known before anything starts.
+        readable = [i for i, item in enumerate(planned) if item.trace is not None]
+        waiting = [] if fail_fast and unreadable else admit(readable)
         try:
             while refs and not failures:
                 done, _ = ray.wait(list(refs), num_returns=1)
