@@ -469,7 +469,11 @@ def _report(
             notes.append(f"credit looks shared: steps {_join(shared)} each carry a significant drop")
 
     if trace.fidelity is not None:
-        notes += [f"import: {w.message}" for w in trace.fidelity.warnings]
+        # A policy that sends the record's reasoning back (anthropic: with Anthropic's own blocks)
+        # answers the import's warning that replays leave it out.
+        sent = getattr(comps.policy, "sends_reasoning", None)
+        answered = {"thinking-not-replayed"} if sent is not None and sent(trace) else set()
+        notes += [f"import: {w.message}" for w in trace.fidelity.warnings if w.code not in answered]
 
     errored = c.errors
     status: Literal["ok", "backend-errors"] = "ok"

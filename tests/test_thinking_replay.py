@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+import car
 from car.backends import http as http_backend
 from car.backends.anthropic import AnthropicPolicy
 from car.backends.options import BackendOptions, thinking_config
@@ -21,7 +22,16 @@ from car.protocols import Decision, Mode, Turn
 from car.rng import EventKey
 from car.sim import scenario_for
 from car.testing import LoopbackServer, ScenarioModel, loopback_thinking
-from car.trace import Action, Message, Sampling, Step, Trace, load_trace
+from car.trace import (
+    Action,
+    Fidelity,
+    FidelityWarning,
+    Message,
+    Sampling,
+    Step,
+    Trace,
+    load_trace,
+)
 from tests.conftest import ROOT
 
 TRACE = ROOT / "traces" / "support-refund.json"
@@ -232,7 +242,14 @@ def test_blame_end_to_end_with_thinking(
     monkeypatch.setenv("CAR_BACKOFF_BASE", "0.005")
     http_backend._LIMITERS.clear()
     path = tmp_path / "thought.json"
-    path.write_text(_thinking_trace(Sampling(thinking=BUDGET, max_tokens=4096)).to_json())
+    trace = _thinking_trace(Sampling(thinking=BUDGET, max_tokens=4096))
+    unsent = "1 thinking block is kept verbatim; only anthropic: sends reasoning back"
+    warnings = (  # as an importer warns on such a record
+        FidelityWarning(code="thinking-not-replayed", message=unsent),
+        FidelityWarning(code="items-skipped", message="skipped 1 image block"),
+    )
+    trace = trace.model_copy(update={"fidelity": Fidelity(class_="B", warnings=warnings)})
+    path.write_text(trace.to_json())
     with _server() as server:
         try:
             main(
@@ -261,6 +278,15 @@ def test_blame_end_to_end_with_thinking(
     assert report["budget"]["errored"] == 0 and report["locus"] == 1
     assert bodies and all(b["thinking"] == BUDGET for b in bodies)
     assert server.outcomes["ok"] == len(bodies)  # no request was refused
+    # The import's warning that replays leave reasoning out does not apply: this one sends it.
+    notes = report["notes"]
+    assert f"import: {unsent}" not in notes
+    sent = "the record's thinking blocks are sent back with their turns, as recorded"
+    assert f"anthropic:support-refund: {sent}" in notes
+    assert "import: skipped 1 image block" in notes
+    # A policy that sends no reasoning back keeps the warning.
+    other = car.blame(path, samples=2, match_samples=0)
+    assert f"import: {unsent}" in other.notes
 
 
 def test_what_thinking_changes_is_in_the_reports_notes_not_only_on_stderr() -> None:

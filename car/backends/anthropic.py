@@ -90,10 +90,21 @@ class AnthropicPolicy(ServerPolicy):
         self._thinking_notes = [f"{self.spec}: {line}" for line in self._thinking_changes(steps)]
         for line in self._thinking_notes:
             notice(line)
+        if trace is not None and self.sends_reasoning(trace):
+            self._thinking_notes.append(
+                f"{self.spec}: the record's thinking blocks are sent back with their turns, as recorded"
+            )
         notice(
             f"{self.spec}: the Messages API has no seed: samples are independent and arms cannot "
             "share noise (common random numbers unavailable)"
         )
+
+    def sends_reasoning(self, trace: Trace) -> bool:
+        """Whether every recorded turn with reasoning is sent back with it: each holds the Messages
+        API's own signed blocks (`anthropic_thinking`), so the import's `thinking-not-replayed`
+        warning does not apply to this replay (`car.attribution`)."""
+        turns = [s.action.reasoning for s in trace.steps if s.action.reasoning]
+        return bool(turns) and all(anthropic_thinking(r) for r in turns)
 
     def _thinking_changes(self, steps: Sequence[Step]) -> list[str]:
         """How thinking makes the requests differ from the record or from the user's settings, one
