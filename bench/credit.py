@@ -236,10 +236,10 @@ def replicate_values(case: Case, replicates: int, agents: bool = False) -> tuple
         runs = game.runs([(c, r) for c in coalitions])
         if any(t.mode != Mode.COPIED for t in runs[-1].turns):
             raise ValueError(f"{case.name}: the players leave a decision step out of the game")
-        signatures = {tuple(t.signature() for t in run.turns) for run in runs}
+        distinct = {tuple(t.identity() for t in run.turns) for run in runs}
         if game.replay.scorer.deterministic:
-            signatures.discard(tuple(t.signature() for t in runs[-1].turns))  # the record
-        charges.append(len(signatures))
+            distinct.discard(tuple(t.identity() for t in runs[-1].turns))  # the record
+        charges.append(len(distinct))
         phis.append(np.array([run.outcome for run in runs]) @ weights)
     return np.array(phis), np.array(charges, dtype=float)
 

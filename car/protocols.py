@@ -55,9 +55,11 @@ class Turn:
     mode: Mode
     diverged: bool = False  # a held turn whose context differed from the recorded one
 
-    def signature(self) -> str:
+    def identity(self) -> str:
+        """Who acted, the action's `identity` and what followed it: two turns with one identity are
+        the same to every later step."""
         obs = "|".join(f"{o.call_id}:{o.is_error}:{o.content}" for o in self.observations)
-        return f"{self.actor}#{self.action.signature()}#{obs}"
+        return f"{self.actor}#{self.action.identity()}#{obs}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ class Trajectory:
         rec = self.trace.steps
         return len(rec) == len(self.turns) and all(
             t.actor == s.actor
-            and t.action.signature() == s.action.signature()
+            and t.action.identity() == s.action.identity()
             and t.observations == s.observations
             for t, s in zip(self.turns, rec, strict=True)
         )

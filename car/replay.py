@@ -14,6 +14,7 @@ every step they both draw at, whatever order or concurrency they run in.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -98,7 +99,7 @@ class Plan:
         forced = self.forced_map
         for d in trace.decision_steps:
             if d in forced:
-                if forced[d].signature() != trace.steps[d].action.signature():
+                if forced[d].identity() != trace.steps[d].action.identity():
                     return d
             elif d not in self.held:
                 return d
@@ -107,7 +108,7 @@ class Plan:
     def describe(self) -> str:
         """A canonical text form (used in store keys and logs)."""
         held = ",".join(map(str, sorted(self.held)))
-        forced = ";".join(f"{i}={a.signature()}" for i, a in self.forced)
+        forced = ";".join(f"{i}={a.signature()}@{_digest(a.identity())}" for i, a in self.forced)
         return f"hold[{held}]force[{forced}]"
 
 
@@ -153,8 +154,8 @@ def _copied(step: Step) -> Turn:
     return Turn(step.index, step.actor, step.action, step.observations, Mode.COPIED)
 
 
-def _recorded_signature(step: Step) -> str:
-    return _copied(step).signature()
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -172,7 +173,7 @@ class Replay:
     def __post_init__(self) -> None:
         n = len(self.trace.steps)
         self._cap = n + (self.slack if self.slack is not None else max(n, 5))
-        self._rec_sigs = [_recorded_signature(s) for s in self.trace.steps]
+        self._rec_ids = [_copied(s).identity() for s in self.trace.steps]
         self._actors = {a.id: a for a in self.trace.actors}
         # Each actor's recorded sampling by step: a turn off the record (its position shifted, or
         # past the recorded end) decides with its actor's, not with none.
@@ -211,7 +212,7 @@ class Replay:
         rollout under the new plan: it is returned at no cost, marked `reused`.
         """
         plan = rollout.plan.with_forced(step, action)
-        if step >= len(rollout.turns) or (rollout.turns[step].action.signature() == action.signature()):
+        if self.takes(rollout, step, action):
             self.counters.reused += 1
             return replace(rollout, plan=plan, reused=True)
         turns = list(rollout.turns[:step])
@@ -225,6 +226,13 @@ class Replay:
         actor = rollout.turns[step].actor
         return await self._live(plan, rollout.replicate, turns, states, state, step, actor, 0)
 
+    @staticmethod
+    def takes(rollout: Rollout, step: int, action: Action) -> bool:
+        """Whether `rollout` already is its fork at `step` with `action` forced: it took that very
+        action there (`Action.identity`; the same signature with other wording is not enough), or
+        ended before `step`."""
+        return step >= len(rollout.turns) or (rollout.turns[step].action.identity() == action.identity())
+
     def agrees(self, rollout: Rollout, start: int = 0) -> int:
         """The first position at or after `start` where `rollout` leaves the record, turn for turn
         (actions and observations); len(trace.steps) if it reproduced the whole recorded run.
@@ -235,7 +243,7 @@ class Replay:
         """
         turns, n = rollout.turns, len(self.trace.steps)
         i = start
-        while i < n and i < len(turns) and turns[i].signature() == self._rec_sigs[i]:
+        while i < n and i < len(turns) and turns[i].identity() == self._rec_ids[i]:
             i += 1
         if i == n and (len(turns) != n or rollout.truncated):
             return n - 1  # the same steps, but the run went on: not the recorded run
@@ -281,7 +289,7 @@ class Replay:
     def _on_record(self, history: tuple[Turn, ...] | list[Turn]) -> bool:
         n = len(self.trace.steps)
         return len(history) <= n and all(
-            t.mode is Mode.COPIED or t.signature() == self._rec_sigs[t.index] for t in history
+            t.mode is Mode.COPIED or t.identity() == self._rec_ids[t.index] for t in history
         )
 
     async def _live(
@@ -330,7 +338,7 @@ class Replay:
                 )
                 turn = Turn(index, actor, action, result.observations, mode, diverged)
                 on_record = (
-                    on_record and recorded is not None and turn.signature() == self._rec_sigs[index]
+                    on_record and recorded is not None and turn.identity() == self._rec_ids[index]
                 )
                 turns.append(turn)
                 state, actor, index = result.state, result.next_actor, index + 1

@@ -303,10 +303,10 @@ class ManagedReplay(Replay):
         )
 
     async def fork(self, rollout: Rollout, step: int, action: Action) -> Rollout:
-        if step >= len(rollout.turns) or rollout.turns[step].action.signature() == action.signature():
+        if self.takes(rollout, step, action):
             return await Replay.fork(self, rollout, step, action)  # free reuse: nothing to store
         plan = rollout.plan.with_forced(step, action)
-        key = event_key("fork", rollout.plan.describe(), step, action.signature(), rollout.replicate)
+        key = event_key("fork", rollout.plan.describe(), step, action.identity(), rollout.replicate)
         result = await self._managed(
             "fork",
             key,

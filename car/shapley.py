@@ -538,7 +538,8 @@ def _hold_idle(trace: Trace, rollout: Rollout, step: int) -> bool:
 
 
 def _took_recorded(trace: Trace, rollout: Rollout, step: int) -> bool:
-    return rollout.turns[step].action.signature() == trace.steps[step].action.signature()
+    """The rollout took the very recorded action at `step` (`Action.identity`)."""
+    return rollout.turns[step].action.identity() == trace.steps[step].action.identity()
 
 
 async def _pair(

@@ -93,10 +93,24 @@ class Action(_Model):
     reasoning: tuple[dict[str, Any], ...] = ()
 
     def signature(self) -> str:
-        """Tool names plus canonical arguments when there are calls, else the normalised text."""
+        """Tool names plus canonical arguments when there are calls, else the normalised text: what
+        counts as the same decision (the action-match rate). Coarser than `identity`."""
         if self.tool_calls:
             return "calls:" + ";".join(c.signature() for c in self.tool_calls)
         return "text:" + " ".join(self.text.split()).casefold()
+
+    def identity(self) -> str:
+        """Everything of the action that later steps and the scorer can see: its exact text, each
+        call's name and arguments as sent (the raw text where there is one), and its reasoning, which
+        a backend may send back. Two actions with one identity are interchangeable in a rollout, so a
+        rollout that drew the recorded action stands for one that forced it only when their
+        identities agree: the same signature with other wording is another action downstream. Call
+        ids are labels and left out."""
+        calls = [
+            [c.name, c.raw_arguments if c.raw_arguments is not None else canonical_json(c.arguments)]
+            for c in self.tool_calls
+        ]
+        return canonical_json({"text": self.text, "calls": calls, "reasoning": list(self.reasoning)})
 
     def summary(self, width: int = 60) -> str:
         if self.tool_calls:

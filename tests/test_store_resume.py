@@ -105,7 +105,7 @@ def test_fork_from_a_stored_rollout_matches_a_fresh_fork(tmp_path: Path) -> None
             base = await replay.run(Plan.resample_from(trace, 0), r)
             for step in trace.decision_steps:
                 f = await replay.fork(base, step, trace.steps[step].action)
-                out.append((f.value, "|".join(t.signature() for t in f.turns)))
+                out.append((f.value, "|".join(t.identity() for t in f.turns)))
         return out
 
     fresh = asyncio.run(forks(None))
