@@ -8,7 +8,7 @@ named by a spec string (see `car.specs`), so none of them needs the trace passed
   acts next. States are values: `step` must not mutate the state it is given, which is what makes
   `fork` (continue a rollout from any intermediate state) correct.
 - A `Scorer` maps a finished `Trajectory` to a value in [0, 1] (1 = the failure being debugged), or
-  None when it cannot score that trajectory.
+  None (or NaN) when it cannot score that trajectory.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class Environment(Protocol):
 
 @runtime_checkable
 class Scorer(Protocol):
-    """Maps a finished trajectory to [0, 1] (1 = failure) or None ("cannot score")."""
+    """Maps a finished trajectory to [0, 1] (1 = failure) or None or NaN ("cannot score")."""
 
     spec: str
     deterministic: bool  # same trajectory, same value: lets car score the factual run once

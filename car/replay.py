@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import numbers
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
@@ -357,12 +358,9 @@ class Replay:
     ) -> Rollout:
         traj = Trajectory(self.trace, tuple(turns), truncated)
         try:
-            value = await self.scorer.score(traj, self.key(replicate, -1, "score"))
-            if value is not None and not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
-                raise RolloutError(
-                    f"scorer {self.scorer.spec!r} returned {value!r}: a score is a number in [0, 1] "
-                    "(1 = failed), or None when it cannot score"
-                )
+            value = _score_value(
+                self.scorer.spec, await self.scorer.score(traj, self.key(replicate, -1, "score"))
+            )
         except Exception as exc:
             return self._errored(plan, replicate, turns, states, calls, exc)
         self.counters.rollouts += 1
@@ -393,6 +391,23 @@ class Replay:
         return Rollout(
             plan, replicate, tuple(turns), tuple(states), None, "error", message, calls, False
         )
+
+
+def _score_value(spec: str, value: object) -> float | None:
+    """A scorer's answer as car keeps it: a float in [0, 1], or None for "cannot score", which a
+    scorer may also say with NaN (numpy's numbers are numbers too); anything else is an error."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isnan(number):
+            return None
+        if 0.0 <= number <= 1.0:
+            return number
+    raise RolloutError(
+        f"scorer {spec!r} returned {value!r}: a score is a number in [0, 1] (1 = failed), or None "
+        "(or NaN) when it cannot score"
+    )
 
 
 @dataclass

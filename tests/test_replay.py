@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -219,6 +220,28 @@ def test_scorer_out_of_range_is_an_error() -> None:
     replay = Replay(trace, make_policy("sim:pivot", trace), make_env("sim:pivot", trace), BadScorer())
     ro = run(replay.run(Plan.hold([]), 0))
     assert ro.status == "error" and "a score is a number in [0, 1]" in (ro.error or "")
+
+
+@pytest.mark.parametrize("value", [math.nan, np.float64("nan"), np.float32(0.25), True])
+def test_nan_is_cannot_score_and_numpy_numbers_are_numbers(value: Any) -> None:
+    """NaN is "cannot score" (the method's convention, beside None): it was an error, so a judge
+    that answered NaN pushed the run towards `backend-errors`. numpy's float32 was an error too."""
+
+    class NumpyScorer:
+        spec = "numpy-scorer"
+        deterministic = True
+
+        async def score(self, trajectory: Trajectory, key: EventKey) -> Any:
+            return value
+
+    trace = load_trace(TRACES / "pivot.json")
+    replay = Replay(trace, make_policy("sim:pivot", trace), make_env("sim:pivot", trace), NumpyScorer())
+    ro = run(replay.run(Plan.hold([]), 0))
+    if isinstance(value, float) and math.isnan(value):
+        assert ro.status == "unscorable" and ro.value is None
+        assert replay.counters.unscorable == 1 and replay.counters.errors == 0
+    else:
+        assert ro.status == "ok" and ro.value == float(value)
 
 
 def test_a_scorer_returning_text_is_named() -> None:
