@@ -9,6 +9,9 @@ tool's free-form input, read as openai-chat reads it: none is empty input, with 
 `function_call_output {call_id, output}` (an observation of the step that made the call),
 `reasoning` (kept verbatim in the metadata of the step it precedes, with its encrypted_content: a
 replay cannot send it back, and a warning says so) and `compaction` (warned about).
+A request that continues a conversation the API keeps (`previous_response_id`, `conversation`) holds
+only the new turns, and a stored response without its `input` none of them: the task and earlier turns
+are not in the file, and a warning (`inputs-unresolved`) says so.
 """
 
 from __future__ import annotations
@@ -66,6 +69,40 @@ def _is_items(value: Any) -> bool:
     )
 
 
+def _history_missing(obj: dict[str, Any]) -> str | None:
+    """Why the earlier turns of the run in `obj` are not in the file, if they are not: the request
+    continues a conversation the API keeps (`previous_response_id`, `conversation`: its `input` holds
+    only the new turns), or the file holds a response without the `input` of its request."""
+    held: list[str] = []
+    previous = obj.get("previous_response_id")
+    if isinstance(previous, str) and previous:
+        held.append(f"previous_response_id {previous!r}")
+    conversation = obj.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if isinstance(conversation, str) and conversation:
+        held.append(f"conversation {conversation!r}")
+    inp = obj.get("input")
+    if held:
+        why = (
+            f"the run continues a conversation the API keeps ({' and '.join(held)}): the earlier "
+            "turns, the task among them, are held server-side and not in the file"
+        )
+    elif inp is None or inp == []:
+        why = (
+            "the file holds no input (a response saved without its request's input): the task and "
+            "earlier turns are not in the file"
+        )
+    else:
+        return None
+    rid = obj.get("id")
+    rid = rid if isinstance(rid, str) and rid else "{response_id}"
+    return (
+        f"{why}; replay starts from the turns the file holds. Export the full input list sent on each "
+        f"turn, or fetch the response's input items (GET /v1/responses/{rid}/input_items)"
+    )
+
+
 class OpenAIResponses:
     name = "openai-responses"
     description = "OpenAI Responses items (function_call / function_call_output; {input, output})"
@@ -103,6 +140,9 @@ class OpenAIResponses:
             sampling, dropped = sampling_from(obj)
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
+            missing = _history_missing(obj)
+            if missing:
+                b.warn("inputs-unresolved", missing)
         b.actor(
             "assistant",
             "agent",
