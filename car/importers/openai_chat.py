@@ -19,6 +19,7 @@ warning says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,13 +117,15 @@ def add_chat_messages(
     user_stochastic: bool | None = None,
     tools: list[dict[str, Any]] | None = None,
     sampling: Sampling | None = None,
+    places: Sequence[At] | None = None,
 ) -> None:
-    """Add an OpenAI-style message list to `b`: one step per user/assistant message."""
+    """Add an OpenAI-style message list to `b`: one step per user/assistant message. Message i sits
+    at `at / i`, or at `places[i]` when given (an appended response's message is no list item)."""
     b.actor(assistant, "agent", tools=tools or ())
     last_legacy: str | None = None
     seen: list[tuple[At, bool]] = []  # where each reasoning field sits; does it hold encrypted entries
     for i, raw in enumerate(messages):
-        here = at / i
+        here = places[i] if places is not None else at / i
         msg = here.obj(raw, "a chat message {role, content}")
         role = (here / "role").string(msg.get("role"), f"a role ({', '.join(_ROLES)})")
         content = text_of(msg.get("content"), here / "content")
@@ -250,6 +253,7 @@ class OpenAIChat:
 
     def _one(self, doc: Document, record: Any, at: At, locator: str, default_id: str) -> Trace:
         b = Builder(doc, self.name)
+        places: list[At] | None = None
         if isinstance(record, list):
             messages, tools, sampling, extra = record, [], None, {}
             msg_at = at
@@ -262,8 +266,11 @@ class OpenAIChat:
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
             extra = {k: req[k] for k in ("metadata",) if isinstance(req.get(k), dict)}
-            messages = list(messages) + _response_messages(req, at)
-        add_chat_messages(b, messages, msg_at, tools=tools, sampling=sampling)
+            appended = _response_messages(req, at)
+            if appended:
+                places = [msg_at / i for i in range(len(messages))] + [p for p, _ in appended]
+                messages = list(messages) + [m for _, m in appended]
+        add_chat_messages(b, messages, msg_at, tools=tools, sampling=sampling, places=places)
         trace_id = record.get("id") if isinstance(record, dict) else None
         return b.build(
             trace_id=trace_id if isinstance(trace_id, str) and trace_id else default_id,
@@ -274,14 +281,15 @@ class OpenAIChat:
         )
 
 
-def _response_messages(req: dict[str, Any], at: At) -> list[Any]:
-    """The assistant message of an appended response (`choices[0].message`), if there is one."""
+def _response_messages(req: dict[str, Any], at: At) -> list[tuple[At, dict[str, Any]]]:
+    """The assistant message of an appended response (`choices[0].message`) and where it sits, if
+    there is one."""
     resp = req.get("response")
-    holder = resp if isinstance(resp, dict) else req
+    holder, holder_at = (resp, at / "response") if isinstance(resp, dict) else (req, at)
     choices = holder.get("choices")
     if not isinstance(choices, list) or not choices:
         return []
     first = choices[0]
     if isinstance(first, dict) and isinstance(first.get("message"), dict):
-        return [first["message"]]
+        return [(holder_at / "choices" / 0 / "message", first["message"])]
     return []
