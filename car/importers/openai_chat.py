@@ -9,6 +9,9 @@ the input text exactly as `raw_arguments` (the parsed `arguments` follow the sha
 object, else `{"_unparsed": <text>}`); a custom call without input is read as empty input, with a
 warning (`tool-input-missing`).
 `{role: "tool", tool_call_id, content}` messages become observations of the step that made the call.
+A call recorded without an id gets one (`call_<j>`); a result without an id (Ollama's history, which
+names the tool as `tool_name`) answers the latest such calls in order, the first of them with its name
+when it names one, and a warning (`results-paired-by-order`) says so.
 Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
 user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
 limit may be `max_tokens` or `max_completion_tokens`. The reasoning OpenAI-compatible servers add to a
@@ -124,6 +127,7 @@ def add_chat_messages(
     b.actor(assistant, "agent", tools=tools or ())
     last_legacy: str | None = None
     seen: list[tuple[At, bool]] = []  # where each reasoning field sits; does it hold encrypted entries
+    unkeyed: list[ToolCall] = []  # the latest calls recorded without an id that no result answered
     for i, raw in enumerate(messages):
         here = places[i] if places is not None else at / i
         msg = here.obj(raw, "a chat message {role, content}")
@@ -148,6 +152,8 @@ def add_chat_messages(
                 chat_tool_call(c, here / "tool_calls" / j, b)
                 for j, c in enumerate((here / "tool_calls").arr(calls_raw))
             ]
+            if calls:  # results without an id answer these, not older calls
+                unkeyed = [c for c, r in zip(calls, calls_raw, strict=True) if r.get("id") is None]
         if role == "user":
             # A simulated user may call tools of its own (tau2's dual-control domains).
             b.actor(user, "user", stochastic=user_stochastic)
@@ -186,6 +192,8 @@ def add_chat_messages(
             if role == "function" and call_id is None:
                 call_id = last_legacy
             answers = "the id of the tool call this message answers"
+            if call_id is None and role == "tool":
+                call_id = _pair_by_order(b, msg, here, unkeyed)
             if call_id is None:
                 (here / key).fail(answers, None)
             call_id = (here / key).call_id(call_id, answers)
@@ -199,6 +207,30 @@ def add_chat_messages(
             "thinking-not-replayed",
             not_replayed(seen, "reasoning field", "with encrypted or redacted entries"),
         )
+
+
+def _pair_by_order(b: Builder, msg: dict[str, Any], at: At, unkeyed: list[ToolCall]) -> str:
+    """The id of the call the tool result without an id at `at` answers: the first of the latest
+    calls recorded without an id that no result answered yet, the first with the tool's name when the
+    result names one (Ollama's `tool_name`, or `name`). It is taken from `unkeyed`; when none is
+    left, the result cannot be paired and its place is named."""
+    name = msg.get("tool_name", msg.get("name"))
+    name = name if isinstance(name, str) and name else None
+    k = next((k for k, c in enumerate(unkeyed) if name is None or c.name == name), None)
+    if k is None:
+        left = f"no call of {name!r} without an id" if name else "no call without an id"
+        (at / "tool_call_id").fail(
+            "the id of the tool call this message answers",
+            None,
+            detail=f"{left} is left for it to answer; add the call's id as tool_call_id",
+        )
+    call = unkeyed.pop(k)
+    b.warn(
+        "results-paired-by-order",
+        "tool results without a tool_call_id were paired with the calls recorded without an id, in "
+        f"order (by tool name where the result names one); first at {at.where()}",
+    )
+    return call.id
 
 
 def _thinking(

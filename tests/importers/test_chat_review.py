@@ -1,5 +1,6 @@
 """Review fixes for the OpenAI importers: a Responses run whose earlier turns the API keeps is flagged,
-and an appended chat response's errors name its own place."""
+an appended chat response's errors name its own place, and id-less tool results (Ollama) pair with
+the id-less calls in order."""
 
 from __future__ import annotations
 
@@ -110,3 +111,72 @@ def test_an_error_in_an_appended_response_of_a_jsonl_line_names_the_line(tmp_pat
     path.write_text(f"{json.dumps(ok)}\n{json.dumps(bad)}\n")
     with pytest.raises(InputError, match=r"line 2: \$\.response\.choices\[0\]\.message\.tool_calls"):
         load_any(path, item=0)
+
+
+# -- 3. openai-chat: tool results without ids (Ollama) ---------------------------------------------
+
+
+def ollama_call(name: str, **args: Any) -> dict[str, Any]:
+    return {"function": {"name": name, "arguments": args}}
+
+
+def test_id_less_results_pair_with_id_less_calls_by_name_then_order(tmp_path: Path) -> None:
+    data = {
+        "model": "llama3.1",
+        "messages": [
+            USER,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [ollama_call("f", a=1), ollama_call("g")],
+            },
+            {"role": "tool", "content": "from g", "tool_name": "g"},  # named: pairs with g
+            {"role": "tool", "content": "from f"},  # unnamed: the first call left
+            {"role": "assistant", "tool_calls": [ollama_call("h")]},
+            {"role": "tool", "content": "from h", "name": "h"},
+            {"role": "assistant", "content": "done"},
+        ],
+    }
+    t = load_any(write(tmp_path, data))
+    calls = {c.id: c.name for c in t.steps[1].action.tool_calls}
+    assert [(calls[o.call_id], o.content) for o in t.steps[1].observations] == [
+        ("g", "from g"),
+        ("f", "from f"),
+    ]
+    (h,) = t.steps[2].action.tool_calls
+    assert [(o.call_id, o.content) for o in t.steps[2].observations] == [(h.id, "from h")]
+    message = warnings(t)["results-paired-by-order"]
+    assert "paired with the calls recorded without an id, in order" in message
+    assert message.endswith("first at $.messages[2]")
+
+
+@pytest.mark.parametrize(
+    ("extra", "detail"),
+    [
+        ({}, "no call without an id is left for it to answer"),
+        ({"tool_name": "zz"}, "no call of 'zz' without an id is left for it to answer"),
+    ],
+)
+def test_an_id_less_result_that_cannot_be_paired_names_its_place(
+    tmp_path: Path, extra: dict[str, Any], detail: str
+) -> None:
+    data = [
+        USER,
+        {"role": "assistant", "tool_calls": [ollama_call("f")]},
+        {"role": "tool", "content": "r", "tool_name": "f"},
+        {"role": "tool", "content": "again", **extra},
+    ]
+    message = error(write(tmp_path, {"messages": data}))
+    assert ": $.messages[3].tool_call_id: expected the id of the tool call this message answers" in (
+        message
+    )
+    assert detail in message
+
+
+def test_id_less_results_never_pair_with_calls_that_have_ids(tmp_path: Path) -> None:
+    data = [
+        USER,
+        {"role": "assistant", "tool_calls": [{"id": "c1", **ollama_call("f")}]},
+        {"role": "tool", "content": "r"},
+    ]
+    assert "$.messages[2].tool_call_id: expected the id" in error(write(tmp_path, {"messages": data}))
