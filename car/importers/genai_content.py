@@ -536,6 +536,13 @@ def tool_definitions(a: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(schema, dict):
             fn = schema.get("function")
             out.append(fn if isinstance(fn, dict) else schema)
+    if out:
+        return out
+    # OpenLLMetry flattens each function: llm.request.functions.N.name|description|parameters
+    for _, fields in _indexed(a, "llm.request.functions").items():
+        fn = {k: json_value(fields[k]) for k in ("name", "description", "parameters") if k in fields}
+        if fn:
+            out.append(fn)
     return out
 
 

@@ -3,12 +3,14 @@ message content was captured).
 
 `{resourceSpans: [{resource, scopeSpans: [{spans: [...]}]}]}` (or JSON Lines of such requests, as the
 collector's file exporter writes them). One car trace per trace id. Each model-call span
-(`gen_ai.operation.name` chat / text_completion / generate_content, or `openinference.span.kind` LLM)
-is a decision step whose context is the exact input of that call; when model spans nest (a framework
-span around the client span) the innermost is the call. Tool spans (`execute_tool`, TOOL) are
-observations of the step that made the call, matched by call id, else by tool name (a tool span before
-the first model call is a step of the tool actor `environment`). The actor is
-`gen_ai.agent.name` on the span or its nearest agent ancestor (`invoke_agent`, AGENT spans).
+(`gen_ai.operation.name` chat / text_completion / generate_content, `openinference.span.kind` LLM, or
+OpenLLMetry's `llm.request.type` chat / completion) is a decision step whose context is the exact
+input of that call; when model spans nest (a framework span around the client span) the innermost is
+the call. Tool spans (`execute_tool`, TOOL, OpenLLMetry's
+`traceloop.span.kind` tool) are observations of the step that made the call, matched by call id,
+else by tool name in start order (a tool span before the first
+model call is a step of the tool actor `environment`). The actor is `gen_ai.agent.name` on the span
+or its nearest agent ancestor (`invoke_agent`, AGENT spans, OpenLLMetry agent spans).
 
 Content is read from, in order: `gen_ai.input.messages` / `gen_ai.output.messages` (parts model, JSON
 string or structured), the older per-message span events (`gen_ai.user.message`, `gen_ai.choice`, ...,
@@ -88,7 +90,8 @@ class OtlpJson:
         ]
         if not traces:
             doc.at.fail(
-                "model-call spans (gen_ai.operation.name = chat, or openinference.span.kind = LLM)",
+                "model-call spans (gen_ai.operation.name = chat, openinference.span.kind = LLM, or "
+                "llm.request.type = chat)",
                 detail=f"found {len(spans)} span{'s' if len(spans) != 1 else ''} and no model call",
             )
         return traces
@@ -200,8 +203,11 @@ class OtlpJson:
             name = s.attrs.get("gen_ai.agent.name") or s.attrs.get("agent.name")
             if isinstance(name, str) and name:
                 return name
-            if s.is_agent and s is not span and s.name:
-                return s.name
+            if s.is_agent and s is not span:
+                entity = s.attrs.get("traceloop.entity.name")  # OpenLLMetry names it "<name>.agent"
+                named = entity if isinstance(entity, str) and entity else s.name
+                if named:
+                    return named
         return "assistant"
 
     @staticmethod
@@ -213,11 +219,11 @@ class OtlpJson:
         early: list[tuple[Span, ToolCall, str]] = []
         for t in (s for s in spans if s.is_tool):
             a = t.attrs
-            name = a.get("gen_ai.tool.name") or a.get("tool.name") or t.name
+            name, what = _tool_name(t)
             key = next((k for k in _CALL_ID_KEYS if a.get(k) not in (None, "")), _CALL_ID_KEYS[0])
             call_id = attr_id(t, key, a.get(key))
-            result = a.get("gen_ai.tool.call.result", a.get("output.value"))
-            args = a.get("gen_ai.tool.call.arguments", a.get("tool.parameters", a.get("input.value")))
+            result = next((a[k] for k in _RESULT_KEYS if k in a), None)
+            args = _tool_arguments(a)
             before = [st for st in steps if (st["span"].start, st["span"].order) <= (t.start, t.order)]
             target = None
             if call_id is not None:
@@ -243,7 +249,7 @@ class OtlpJson:
                 target = before[-1]
                 cid = call_id or f"span_{t.span_id}"
                 parsed = json_value(args) if isinstance(args, str) else args
-                c = make_call(cid, name, parsed, t.at, cid, name_at=t.at, what=_SPAN_TOOL_NAME)
+                c = make_call(cid, name, parsed, t.at, cid, name_at=t.at, what=what)
                 target["calls"].append(c)
                 call_id = c.id
                 b.warn("calls-from-tool-spans", "tool calls were rebuilt from tool spans")
@@ -253,7 +259,7 @@ class OtlpJson:
                 else:
                     cid = call_id or f"span_{t.span_id}"
                     parsed = json_value(args) if isinstance(args, str) else args
-                    c = make_call(cid, name, parsed, t.at, cid, name_at=t.at, what=_SPAN_TOOL_NAME)
+                    c = make_call(cid, name, parsed, t.at, cid, name_at=t.at, what=what)
                     early.append((t, c, as_text(result)))
                 b.warn(
                     "orphan-tool-span",
@@ -298,6 +304,35 @@ _SPAN_TOOL_NAME = (
     "the tool name in gen_ai.tool.name, tool.name or the span's name (a tool call is rebuilt from "
     "this span)"
 )
+_TRACELOOP_TOOL_NAME = (
+    "the tool name in gen_ai.tool.name, tool.name, traceloop.entity.name or the span's name (a tool "
+    "call is rebuilt from this span)"
+)
+# Where a tool span holds its result: GenAI, OpenInference, OpenLLMetry
+_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+
+
+def _tool_name(t: Span) -> tuple[Any, str]:
+    """A tool span's tool name, and what a call rebuilt from it is refused as when it has none.
+    OpenLLMetry names its tool spans `<name>.tool`, the name itself is traceloop.entity.name."""
+    a = t.attrs
+    if t.traceloop_kind == "tool":
+        named = a.get("gen_ai.tool.name") or a.get("tool.name") or a.get("traceloop.entity.name")
+        return named or t.name, _TRACELOOP_TOOL_NAME
+    return a.get("gen_ai.tool.name") or a.get("tool.name") or t.name, _SPAN_TOOL_NAME
+
+
+def _tool_arguments(a: dict[str, Any]) -> Any:
+    """A tool span's arguments, as recorded (None when it records none). OpenLLMetry records a
+    decorated function's input as `{"args": [...], "kwargs": {...}}`: with no positional arguments,
+    the keyword arguments are the call's."""
+    for key in ("gen_ai.tool.call.arguments", "tool.parameters", "input.value"):
+        if key in a:
+            return a[key]
+    entity = json_value(a.get("traceloop.entity.input"))
+    if isinstance(entity, dict) and isinstance(entity.get("kwargs"), dict) and not entity.get("args"):
+        return entity["kwargs"]
+    return None
 
 
 def _span_meta(span: Span) -> dict[str, Any]:

@@ -21,6 +21,9 @@ __all__ = ["Placed", "Span", "read_spans"]
 
 LLM_OPS = ("chat", "text_completion", "generate_content", "completion")
 AGENT_OPS = ("invoke_agent", "create_agent")
+# OpenLLMetry (Traceloop) marks a model call with llm.request.type (no gen_ai.operation.name), and
+# its workflow spans with traceloop.span.kind (workflow, task, agent, tool).
+TRACELOOP_LLM = ("chat", "completion")
 
 
 @dataclass(frozen=True)
@@ -73,16 +76,22 @@ class Span:
         return v.upper() if isinstance(v, str) else ""
 
     @property
+    def traceloop_kind(self) -> str:
+        v = self.attrs.get("traceloop.span.kind")
+        return v.lower() if isinstance(v, str) else ""
+
+    @property
     def is_llm(self) -> bool:
-        return self.op in LLM_OPS or self.oi_kind == "LLM"
+        request = self.attrs.get("llm.request.type")
+        return self.op in LLM_OPS or self.oi_kind == "LLM" or request in TRACELOOP_LLM
 
     @property
     def is_tool(self) -> bool:
-        return self.op == "execute_tool" or self.oi_kind == "TOOL"
+        return self.op == "execute_tool" or self.oi_kind == "TOOL" or self.traceloop_kind == "tool"
 
     @property
     def is_agent(self) -> bool:
-        return self.op in AGENT_OPS or self.oi_kind == "AGENT"
+        return self.op in AGENT_OPS or self.oi_kind == "AGENT" or self.traceloop_kind == "agent"
 
 
 def _any_value(value: Any, at: At) -> tuple[Any, At]:

@@ -1,0 +1,154 @@
+"""OTLP/JSON spans a reviewer found mishandled: OpenLLMetry (Traceloop) spans, failed calls that a
+retry follows, content cut off or of the wrong shape, and parallel tool spans that start out of
+order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from car.importers import import_file
+from car.trace import Trace
+
+TRACE = "0123456789abcdef0123456789abcdef"
+_SPAN0 = "$.resourceSpans[0].scopeSpans[0].spans[0]"
+
+
+def _otlp(*spans: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
+
+
+def _span(
+    sid: int, attrs: dict[str, Any], *, trace: str = TRACE, name: str = "span", **extra: Any
+) -> dict[str, Any]:
+    """A span starting at `sid` whose attributes are string values (a non-string as JSON text)."""
+    return {
+        "traceId": trace,
+        "spanId": f"{sid:016x}",
+        "name": name,
+        "startTimeUnixNano": str(sid),
+        "attributes": [
+            {"key": k, "value": {"stringValue": v if isinstance(v, str) else json.dumps(v)}}
+            for k, v in attrs.items()
+        ],
+        **extra,
+    }
+
+
+def _write(tmp_path: Path, data: Any, name: str = "otel.json") -> Path:
+    f = tmp_path / name
+    f.write_text(json.dumps(data))
+    return f
+
+
+def _codes(t: Trace) -> set[str]:
+    assert t.fidelity is not None
+    return {w.code for w in t.fidelity.warnings}
+
+
+def _warning(t: Trace, code: str) -> str:
+    assert t.fidelity is not None
+    (warning,) = [w for w in t.fidelity.warnings if w.code == code]
+    return warning.message
+
+
+def _text(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+def _chat(sid: int, inputs: Any, outputs: Any, **extra: Any) -> dict[str, Any]:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+    if inputs is not None:
+        attrs["gen_ai.input.messages"] = inputs
+    if outputs is not None:
+        attrs["gen_ai.output.messages"] = outputs
+    return _span(sid, attrs, **extra)
+
+
+# -- OpenLLMetry (Traceloop) ------------------------------------------------------------------------
+
+
+def _openllmetry_chat(sid: int, *, trace: str = TRACE) -> dict[str, Any]:
+    """A chat call as OpenLLMetry's OpenAI instrumentation writes it: llm.request.type, flattened
+    prompt and completion, functions under llm.request.functions, no gen_ai.operation.name."""
+    return _span(
+        sid,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.request.temperature": "0.5",
+            "llm.request.functions.0.name": "search",
+            "llm.request.functions.0.description": "Search the web",
+            "llm.request.functions.0.parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string"}},
+            },
+            "gen_ai.prompt.0.role": "system",
+            "gen_ai.prompt.0.content": "Be brief.",
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": "find x",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.finish_reason": "tool_calls",
+            "gen_ai.completion.0.tool_calls.0.id": "call_1",
+            "gen_ai.completion.0.tool_calls.0.name": "search",
+            "gen_ai.completion.0.tool_calls.0.arguments": '{"q": "x"}',
+        },
+        trace=trace,
+        name="openai.chat",
+    )
+
+
+def test_openllmetry_chat_spans_are_model_calls_with_their_functions(tmp_path: Path) -> None:
+    tool = _span(
+        2,
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "search",
+            "traceloop.entity.input": {"args": [], "kwargs": {"q": "x"}},
+            "traceloop.entity.output": '"X found"',
+        },
+        name="search.tool",
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(_openllmetry_chat(1), tool)))
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert "content-not-captured" not in _codes(t) and "orphan-tool-span" not in _codes(t)
+    (step,) = t.steps
+    assert [(m.role, m.content) for m in step.context or ()] == [
+        ("system", "Be brief."),
+        ("user", "find x"),
+    ]
+    assert [c.signature() for c in step.action.tool_calls] == ['search({"q":"x"})']
+    assert [(o.call_id, o.content) for o in step.observations] == [("call_1", '"X found"')]
+    assert step.sampling is not None and step.sampling.temperature == 0.5
+    assert t.actor("assistant").tools == (
+        {
+            "name": "search",
+            "description": "Search the web",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    )
+
+
+def test_an_openllmetry_agent_span_names_the_actor(tmp_path: Path) -> None:
+    agent = _span(
+        1, {"traceloop.span.kind": "agent", "traceloop.entity.name": "planner"}, name="planner.agent"
+    )
+    call = _openllmetry_chat(2)
+    call["parentSpanId"] = agent["spanId"]
+    (t,) = import_file(_write(tmp_path, _otlp(agent, call)))
+    assert [s.actor for s in t.steps] == ["planner"]
+
+
+def test_a_file_mixing_openllmetry_and_genai_traces_keeps_both(tmp_path: Path) -> None:
+    genai = _chat(1, [_text("user", "q1")], [_text("assistant", "a1")], trace="a" * 32)
+    traces = import_file(_write(tmp_path, _otlp(genai, _openllmetry_chat(2, trace="b" * 32))))
+    assert [t.id for t in traces] == ["a" * 32, "b" * 32]
+    assert [m.content for m in traces[1].steps[0].context or ()] == ["Be brief.", "find x"]
+
+
+def test_openllmetry_embedding_spans_are_not_model_calls(tmp_path: Path) -> None:
+    embedding = _span(2, {"llm.request.type": "embedding", "gen_ai.prompt.0.content": "x"})
+    (t,) = import_file(_write(tmp_path, _otlp(_openllmetry_chat(1), embedding)))
+    assert len(t.steps) == 1
