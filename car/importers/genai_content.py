@@ -12,16 +12,18 @@ message's reasoning fields, `reasoning_content` and the like: `car.importers.thi
 are not text: they stay beside it, verbatim, with where they sit. A tool result given inside an
 assistant message (a server or built-in tool the provider ran) follows that message. Parts car
 cannot import (images, audio, types car does not know) are named in a warning (`Unimported`), never
-dropped without a word; a tool call without a name is refused (`make_call`).
+dropped without a word, as is recorded content car cannot read (JSON cut off by an attribute length
+limit, an object where a list of messages belongs, an entry that is not a message object); a tool
+call without a name is refused (`make_call`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from car.importers.base import At, Builder, parse_any_arguments
+from car.importers.base import At, Builder, describe, parse_any_arguments
 from car.importers.openai_chat import custom_call
 from car.importers.otlp import Span
 from car.importers.thinking import chat_reasoning, chat_reasoning_sealed
@@ -29,6 +31,7 @@ from car.trace import Message, ToolCall
 
 __all__ = [
     "Msg",
+    "SpanContent",
     "Unimported",
     "as_text",
     "attr_id",
@@ -68,6 +71,12 @@ class Unimported:
     def __init__(self) -> None:
         self._first: dict[str, At] = {}  # what, in words -> where the first one sits
         self._compaction: At | None = None
+        self._unreadable: dict[str, At] = {}  # the problem, in words -> where it first is
+
+    def unreadable(self, problem: str, at: At) -> None:
+        """Recorded content that cannot be read as messages (not a capture problem: it was
+        recorded, so the capture hint would send the user after the wrong fix)."""
+        self._unreadable.setdefault(problem, at)
 
     def part(self, kind: Any, at: At) -> None:
         what = f"{kind!r}" if isinstance(kind, str) else "parts without a type"
@@ -81,6 +90,13 @@ class Unimported:
             self._compaction = at
 
     def warn(self, b: Builder) -> None:
+        if self._unreadable:
+            named = "; ".join(f"{what} (first at {at.where()})" for what, at in self._unreadable.items())
+            b.warn(
+                "content-unparsed",
+                f"recorded message content could not be read, so the calls it belongs to lack those "
+                f"messages: {named}",
+            )
         if self._compaction is not None:
             b.warn(
                 "compaction",
@@ -126,7 +142,7 @@ def _is_reasoning(part: Any) -> bool:
 
 def json_value(value: Any) -> Any:
     """Attributes carry structure either as values or as JSON strings; accept both."""
-    if isinstance(value, str) and value[:1] in ("[", "{"):
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
         try:
             return json.loads(value)
         except ValueError:
@@ -180,16 +196,30 @@ def attr_id(span: Span, key: str, value: Any) -> str | None:
     return opt_id(value, span.place(key), f"the tool-call id in {key}")
 
 
-def _messages(value: Any, at: At, b: Builder, unimported: Unimported) -> list[Msg]:
-    """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts;
-    `at` is where the list (or the JSON string holding it) sits."""
-    value = json_value(value)
+def _messages(value: Any, at: At, what: str, b: Builder, unimported: Unimported) -> list[Msg] | None:
+    """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts, or
+    None when `what` was not recorded; `at` is where the list (or the JSON string holding it) sits.
+    Recorded content that is no such list (JSON cut off by an attribute length limit, an object) and
+    entries that are not objects are named (`Unimported.unreadable`), never dropped silently."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            cut = value.lstrip()[:1] in ("[", "{")
+            problem = "is not valid JSON (possibly cut off by an attribute length limit)"
+            unimported.unreadable(f"{what} {problem if cut else 'is not JSON'}", at)
+            return []
     if not isinstance(value, list):
+        unimported.unreadable(f"{what} is {describe(value)}, not a list of messages", at)
         return []
     out: list[Msg] = []
     for i, m in enumerate(value):
         if isinstance(m, dict):
             out += _message(m, at / i, b, i, unimported)
+        else:
+            unimported.unreadable(f"entries of {what} that are not message objects", at / i)
     return out
 
 
@@ -447,17 +477,25 @@ _EVENT_ROLES = {
 }
 
 
-def _event_messages(span: Span, b: Builder, unimported: Unimported) -> tuple[list[Msg], list[Msg]]:
+def _event_messages(span: Span, b: Builder, unimported: Unimported) -> SpanContent:
     """The older event style: one span event per message (and `gen_ai.choice` for outputs)."""
     inputs: list[Msg] = []
     outputs: list[Msg] = []
+    recorded_inputs = recorded_outputs = False
     for name, attrs, at in span.events:
         # `at / key` is where the attribute `key` holds its value (`attributes[1].value.boolValue`)
         if name == "gen_ai.content.prompt":
-            inputs += _messages(attrs.get("gen_ai.prompt"), at / "gen_ai.prompt", b, unimported)
+            got = _messages(
+                attrs.get("gen_ai.prompt"), at / "gen_ai.prompt", "gen_ai.prompt", b, unimported
+            )
+            recorded_inputs |= got is not None
+            inputs += got or []
         elif name == "gen_ai.content.completion":
             completion = attrs.get("gen_ai.completion")
-            outputs += _messages(completion, at / "gen_ai.completion", b, unimported)
+            key = "gen_ai.completion"
+            got = _messages(completion, at / key, key, b, unimported)
+            recorded_outputs |= got is not None
+            outputs += got or []
         elif name in _EVENT_ROLES or name == "gen_ai.choice":
             key = "gen_ai.event.content" if attrs.get("gen_ai.event.content") else "body"
             body = json_value(attrs.get(key))
@@ -470,7 +508,9 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported) -> tuple[lis
             role = _EVENT_ROLES.get(name, "assistant")
             msgs = _message({**body, "role": body.get("role") or role}, body_at, b, 0, unimported)
             (outputs if name == "gen_ai.choice" else inputs).extend(msgs)
-    return inputs, outputs
+            recorded_outputs |= name == "gen_ai.choice"
+            recorded_inputs |= name != "gen_ai.choice"
+    return SpanContent(inputs, outputs, recorded_inputs, recorded_outputs)
 
 
 def system_instructions(a: dict[str, Any]) -> str:
@@ -505,16 +545,27 @@ def to_message(m: Msg) -> Message:
     )
 
 
-def span_messages(s: Span, b: Builder, unimported: Unimported) -> tuple[list[Msg], list[Msg]]:
+class SpanContent(NamedTuple):
+    """A model call's input and output messages, and whether each was recorded at all (recorded
+    content may still give no message: an empty list, or content car could not read)."""
+
+    inputs: list[Msg]
+    outputs: list[Msg]
+    recorded_inputs: bool
+    recorded_outputs: bool
+
+
+def span_messages(s: Span, b: Builder, unimported: Unimported) -> SpanContent:
     """Inputs and outputs of a model-call span, from the first style that has them. The outputs are
     the model's messages and the results given inside them (`Msg.in_turn`)."""
     a = s.attrs
-    inputs = _messages(a.get("gen_ai.input.messages"), s.place("gen_ai.input.messages"), b, unimported)
-    outputs = _messages(
-        a.get("gen_ai.output.messages"), s.place("gen_ai.output.messages"), b, unimported
-    )
+    keys = ("gen_ai.input.messages", "gen_ai.output.messages")
+    got_in, got_out = (_messages(a.get(k), s.place(k), k, b, unimported) for k in keys)
+    recorded_in, recorded_out = got_in is not None, got_out is not None
+    inputs, outputs = got_in or [], got_out or []
     if not inputs and not outputs:
-        inputs, outputs = _event_messages(s, b, unimported)
+        inputs, outputs, events_in, events_out = _event_messages(s, b, unimported)
+        recorded_in, recorded_out = recorded_in or events_in, recorded_out or events_out
     if not inputs:
         inputs = _flat_genai(s, "gen_ai.prompt")
     if not outputs:
@@ -523,7 +574,8 @@ def span_messages(s: Span, b: Builder, unimported: Unimported) -> tuple[list[Msg
         inputs = _openinference_messages(s, "llm.input_messages", b, unimported)
     if not outputs:
         outputs = _openinference_messages(s, "llm.output_messages", b, unimported)
-    return inputs, [m for m in outputs if m.role in ("assistant", "model", "") or m.in_turn] or outputs
+    said = [m for m in outputs if m.role in ("assistant", "model", "") or m.in_turn] or outputs
+    return SpanContent(inputs, said, recorded_in or bool(inputs), recorded_out or bool(outputs))
 
 
 def tool_definitions(a: dict[str, Any]) -> list[dict[str, Any]]:

@@ -115,12 +115,12 @@ class OtlpJson:
         calls = [s for s in llm if s.span_id not in wrappers]
         b = Builder(doc, self.name)
         steps: list[dict[str, Any]] = []
-        missing_input = missing_output = 0
+        missing_input = missing_output = uncaptured = 0
         reasoning = SeenReasoning()
         unimported = Unimported()
         for s in calls:
             actor = self._agent(s, ancestors(s))
-            inputs, outputs = span_messages(s, b, unimported)
+            inputs, outputs, recorded_in, recorded_out = span_messages(s, b, unimported)
             for place, part in (r for m in inputs for r in m.reasoning):  # mostly earlier outputs
                 reasoning.input(place, part)
             produced = [r for m in outputs for r in m.reasoning]
@@ -140,6 +140,9 @@ class OtlpJson:
                 missing_input += 1
             if not outputs:
                 missing_output += 1
+            # Content recorded but unreadable is no capture problem: `content-unparsed` names it.
+            if not recorded_in or not recorded_out:
+                uncaptured += 1
             said = [m for m in outputs if not m.in_turn]
             text = "\n".join(m.text for m in said if m.text)
             out_calls = [c for m in said for c in m.calls]
@@ -183,7 +186,7 @@ class OtlpJson:
             for call_id, content, error in st["obs"]:
                 if not b.observe(call_id, content, is_error=error):
                     b.observe_orphan(call_id or "?", content, is_error=error)
-        if missing_input or missing_output:
+        if uncaptured:
             b.warn("content-not-captured", CAPTURE_HINT)
         fidelity: Literal["A", "B", "C"] = (
             "A" if not missing_input else ("B" if missing_output < len(steps) else "C")

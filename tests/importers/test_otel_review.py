@@ -152,3 +152,56 @@ def test_openllmetry_embedding_spans_are_not_model_calls(tmp_path: Path) -> None
     embedding = _span(2, {"llm.request.type": "embedding", "gen_ai.prompt.0.content": "x"})
     (t,) = import_file(_write(tmp_path, _otlp(_openllmetry_chat(1), embedding)))
     assert len(t.steps) == 1
+
+
+# -- content that cannot be read ------------------------------------------------------------------
+
+_INPUT_AT = f"{_SPAN0}.attributes[2].value.stringValue"  # operation, model, then input messages
+
+
+def test_content_cut_off_by_a_length_limit_is_named_not_the_capture_hint(tmp_path: Path) -> None:
+    cut = json.dumps([_text("user", "x" * 50)])[:40]
+    (t,) = import_file(_write(tmp_path, _otlp(_chat(1, cut, [_text("assistant", "ok")]))))
+    assert "content-not-captured" not in _codes(t)
+    assert _warning(t, "content-unparsed") == (
+        "recorded message content could not be read, so the calls it belongs to lack those "
+        "messages: gen_ai.input.messages is not valid JSON (possibly cut off by an attribute "
+        f"length limit) (first at {_INPUT_AT})"
+    )
+    assert t.fidelity is not None and t.fidelity.class_ == "B"  # the input is still missing
+
+
+def test_content_with_surrounding_whitespace_is_read(tmp_path: Path) -> None:
+    padded = " \n" + json.dumps([_text("user", "hi")]) + "\n "
+    (t,) = import_file(_write(tmp_path, _otlp(_chat(1, padded, [_text("assistant", "ok")]))))
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert [m.content for m in t.steps[0].context or ()] == ["hi"]
+    assert _codes(t) <= {"sampling-missing"}
+
+
+def test_an_object_where_a_list_of_messages_belongs_is_named(tmp_path: Path) -> None:
+    data = _otlp(_chat(1, json.dumps({"role": "user"}), "[]"))
+    (t,) = import_file(_write(tmp_path, data))
+    assert "content-not-captured" not in _codes(t)  # both were recorded: "[]" is no output
+    assert _warning(t, "content-unparsed").endswith(
+        f"gen_ai.input.messages is an object, not a list of messages (first at {_INPUT_AT})"
+    )
+
+
+def test_plain_text_where_a_list_of_messages_belongs_is_named(tmp_path: Path) -> None:
+    (t,) = import_file(_write(tmp_path, _otlp(_chat(1, "hello", [_text("assistant", "ok")]))))
+    assert "gen_ai.input.messages is not JSON (first at" in _warning(t, "content-unparsed")
+
+
+def test_entries_that_are_not_message_objects_are_named_and_the_rest_kept(tmp_path: Path) -> None:
+    inputs = json.dumps(["hello", _text("user", "hi"), 3])
+    (t,) = import_file(_write(tmp_path, _otlp(_chat(1, inputs, [_text("assistant", "ok")]))))
+    assert [m.content for m in t.steps[0].context or ()] == ["hi"]
+    assert _warning(t, "content-unparsed").endswith(
+        f"entries of gen_ai.input.messages that are not message objects (first at {_INPUT_AT}[0])"
+    )
+
+
+def test_content_never_recorded_still_gets_the_capture_hint(tmp_path: Path) -> None:
+    (t,) = import_file(_write(tmp_path, _otlp(_chat(1, None, None))))
+    assert "content-not-captured" in _codes(t) and "content-unparsed" not in _codes(t)
