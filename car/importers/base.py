@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from car.errors import InputError
 from car.jsonfile import json_path, read_bytes, reject_constant
@@ -35,10 +35,12 @@ from car.trace import (
 )
 
 __all__ = [
+    "MAX_NESTING",
     "At",
     "Builder",
     "Document",
     "Importer",
+    "nested_too_deep",
     "parse_any_arguments",
     "parse_arguments",
     "read_document",
@@ -50,6 +52,11 @@ Kind = Literal["json", "jsonl", "zip", "other"]
 _JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson", ".jsonlines"})
 
 ENVIRONMENT = "environment"  # the tool actor that owns results recorded before any turn
+
+# pydantic writes a free-form JSON value of a trace (tool-call arguments, metadata, a reasoning block,
+# a tool definition) nested at most this many objects and arrays deep; a deeper one validates but
+# cannot be written ("Maximum serialization depth exceeded"), so importers refuse it where it sits.
+MAX_NESTING = 255
 
 
 @dataclass
@@ -203,12 +210,12 @@ def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
     """Tool-call arguments as (parsed object, exact recorded string).
 
     A string that is not a JSON object is kept verbatim under `_unparsed`, so two different malformed
-    calls never look identical to replay.
+    calls never look identical to replay. Arguments nested deeper than car can write are refused.
     """
     if value is None:
         return {}, None
     if isinstance(value, dict):
-        return value, None
+        return _writable(value, at), None
     if isinstance(value, str):
         if not value.strip():
             return {}, value
@@ -217,9 +224,59 @@ def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
         except (ValueError, RecursionError):
             return {"_unparsed": value}, value
         if isinstance(parsed, dict):
-            return parsed, value
+            return _writable(parsed, at), value
         return {"_unparsed": value}, value
     at.fail("tool-call arguments as a JSON object or a JSON string", value)
+
+
+def _writable(arguments: dict[str, Any], at: At) -> dict[str, Any]:
+    depth = nesting(arguments)
+    if depth > MAX_NESTING:
+        at.fail(
+            f"tool-call arguments nested at most {MAX_NESTING} levels deep",
+            detail=f"they are nested {depth} levels deep, which car cannot write",
+        )
+    return arguments
+
+
+def nesting(value: Any) -> int:
+    """How many objects and arrays deep `value` is nested (0 for a string or a number)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return deepest
+
+
+def nested_too_deep(value: Any, path: str = "$") -> tuple[str, int] | None:
+    """The first free-form JSON value inside `value` (a trace, or a part of one) nested deeper than
+    car can write (`MAX_NESTING`), as its JSON path from `path` and its depth; None if there is none.
+    Each value of a field (or each item of a field that is a tuple) counts on its own, as pydantic's
+    serializer counts them."""
+    if isinstance(value, BaseModel):
+        for name, info in type(value).model_fields.items():
+            found = nested_too_deep(getattr(value, name), f"{path}.{info.alias or name}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, tuple):
+        for i, item in enumerate(value):
+            found = nested_too_deep(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, dict | list):
+        depth = nesting(value)
+        return (path, depth) if depth > MAX_NESTING else None
+    return None
 
 
 def parse_any_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
@@ -498,6 +555,16 @@ class Builder:
         except (ValidationError, ValueError) as exc:
             # Importers check their input first; this is the backstop that keeps it to one line.
             at.fail("a run car can represent", detail=" ".join(str(exc).split())[:200])
+        try:  # written in Rust (a few percent of an import): a value too deep to write fails here
+            trace.model_dump_json()
+        except ValueError:  # too deep, or a lone surrogate (replaced below)
+            deep = nested_too_deep(trace)  # metadata, reasoning, tool definitions: none checked
+            if deep is not None:
+                at.fail(
+                    "a run car can write",
+                    detail=f"the value at {deep[0]} of the trace is nested {deep[1]} levels deep; "
+                    f"car writes at most {MAX_NESTING}",
+                )
         return self._without_lone_surrogates(trace)
 
     def _without_lone_surrogates(self, trace: Trace) -> Trace:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from car.errors import InputError
+from car.importers.base import MAX_NESTING, nested_too_deep
 from car.jsonfile import os_reason
 from car.trace import Trace
 from car.tracefiles import is_folder
@@ -26,9 +27,20 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "trace"
 
 
-def _encoded(trace: Trace, dest: object) -> bytes:
-    """The trace as UTF-8, before anything is written: text UTF-8 cannot encode is an InputError."""
-    text = trace.to_json()
+def _encoded(trace: Trace, dest: object, file: Path | None = None) -> bytes:
+    """The trace as UTF-8, before anything is written: text UTF-8 cannot encode, or a value nested
+    too deep to write (in a `car.trace/v1` file: importers refuse both), is an InputError."""
+    try:
+        text = trace.to_json()
+    except ValueError:
+        deep = nested_too_deep(trace)
+        if deep is None:
+            raise
+        raise InputError(
+            f"{file or dest}: cannot write trace {trace.id!r} to {dest}: the value at {deep[0]} is "
+            f"nested {deep[1]} levels deep, and car writes at most {MAX_NESTING}; flatten it in the "
+            "input"
+        ) from None
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -40,8 +52,8 @@ def _encoded(trace: Trace, dest: object) -> bytes:
         ) from None
 
 
-def _write(path: Path, trace: Trace) -> None:
-    data = _encoded(trace, path)
+def _write(path: Path, trace: Trace, file: Path | None = None) -> None:
+    data = _encoded(trace, path, file)
     tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)  # as `car blame -o` does
@@ -76,9 +88,9 @@ def write_imported(
     lines = [f"imported {_summary(t)}" for t in traces]
     if len(traces) == 1 and (output is None or not is_folder(output)):
         if output is None:
-            sys.stdout.write(_encoded(traces[0], "stdout").decode("utf-8"))
+            sys.stdout.write(_encoded(traces[0], "stdout", file).decode("utf-8"))
         else:
-            _write(output, traces[0])
+            _write(output, traces[0], file)
             lines.append(f"wrote {output}")
         return lines
     n = len(traces)
@@ -101,6 +113,6 @@ def write_imported(
         while name in used:
             name += "_"
         used.add(name)
-        _write(output / f"{name}.json", t)
+        _write(output / f"{name}.json", t, file)
     lines.append(f"wrote {n} trace{'s' if n != 1 else ''} to {output}")
     return lines

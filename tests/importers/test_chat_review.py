@@ -1,6 +1,6 @@
 """Review fixes for the OpenAI importers: a Responses run whose earlier turns the API keeps is flagged,
-an appended chat response's errors name its own place, and id-less tool results (Ollama) pair with
-the id-less calls in order."""
+an appended chat response's errors name its own place, id-less tool results (Ollama) pair with the
+id-less calls in order, and values nested too deep to write are one located error, exit 2."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import run
 
 from car.errors import InputError
 from car.importers import load_any
+from car.importers.base import MAX_NESTING
 from car.trace import Trace
 
 
@@ -180,3 +182,72 @@ def test_id_less_results_never_pair_with_calls_that_have_ids(tmp_path: Path) -> 
         {"role": "tool", "content": "r"},
     ]
     assert "$.messages[2].tool_call_id: expected the id" in error(write(tmp_path, {"messages": data}))
+
+
+# -- 4. values nested too deep to write ------------------------------------------------------------
+
+
+def nest(n: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(n):
+        value = {"a": value}
+    return dict(value)
+
+
+def deep_chat(arguments: Any) -> dict[str, Any]:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    return {"messages": [USER, {"role": "assistant", "tool_calls": [call]}]}
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+def test_arguments_too_deep_to_write_are_one_located_error_in_validate_and_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_text: bool
+) -> None:
+    deep = nest(260)
+    path = write(tmp_path, deep_chat(json.dumps(deep) if as_text else deep), "deep.json")
+    place = f"car: error: {path}: $.messages[1].tool_calls[0].function.arguments: expected "
+    detail = f"nested at most {MAX_NESTING} levels deep (they are nested 260 levels deep"
+    for args in (["validate", str(path)], ["import", str(path), "-o", str(tmp_path / "x.json")]):
+        assert run(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and err.startswith(place) and detail in err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_arguments_as_deep_as_car_writes_import_and_read_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, deep_chat(nest(MAX_NESTING)), "deep.json")
+    out = tmp_path / "x.json"
+    assert run(["validate", str(path)]) == 0
+    assert run(["import", str(path), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert load_any(out).steps[1].action.tool_calls[0].arguments == nest(MAX_NESTING)
+
+
+def test_other_values_too_deep_to_write_are_refused_at_import(tmp_path: Path) -> None:
+    # openai-chat keeps a request's metadata as the trace's: {"metadata": <it>}, one level more
+    data = {"metadata": nest(MAX_NESTING), "messages": [USER, {"role": "assistant", "content": "a"}]}
+    message = error(write(tmp_path, data))
+    assert message.endswith(
+        f": $: expected a run car can write (the value at $.metadata of the trace is nested "
+        f"{MAX_NESTING + 1} levels deep; car writes at most {MAX_NESTING})"
+    )
+    data["metadata"] = nest(MAX_NESTING - 1)
+    load_any(write(tmp_path, data)).to_json()
+
+
+def test_a_native_trace_too_deep_to_write_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(tmp_path, {"messages": [USER, {"role": "assistant", "content": "a"}]}, "chat.json")
+    native = json.loads(load_any(src).to_json())
+    native["steps"][1]["metadata"] = nest(300)
+    path = write(tmp_path, native, "native.json")
+    out = tmp_path / "out.json"
+    assert run(["import", str(path), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"car: error: {path}: cannot write trace 'chat' to {out}: the value at $.steps[1].metadata "
+        f"is nested 300 levels deep, and car writes at most {MAX_NESTING}; flatten it in the input"
+    )
+    assert not out.exists()
