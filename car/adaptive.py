@@ -33,7 +33,7 @@ from car.arguments import check_arguments
 from car.errors import BudgetError, InputError
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Replay, RowRunner, gather_all
+from car.replay import Replay, Reproductions, RowRunner, gather_all
 from car.report import Adaptive, Report, many
 from car.trace import Trace
 
@@ -66,6 +66,7 @@ class AdaptiveRun:
     rollouts: int
     rows: int
     history: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)  # (rollouts, open)
+    seen: Reproductions | None = None  # the rows' draws at recorded contexts
 
 
 async def run_adaptive(
@@ -152,7 +153,7 @@ async def run_adaptive(
             stopped = "target-width"
             break
     arms, factual, state = decide(state, drops=True)
-    return AdaptiveRun(arms, factual, state, stopped, spent, len(cells), history)
+    return AdaptiveRun(arms, factual, state, stopped, spent, len(cells), history, runner.seen)
 
 
 def minimum_budget(runner: RowRunner, batch: int = LOOK_ROWS) -> int:
@@ -242,6 +243,7 @@ async def blame_adaptive_async(
             min_effect=min_effect,
             max_error_rate=max_error_rate,
             precomputed=run.state.result,
+            seen=run.seen,
         )
         open_steps = [decisions[k] for k in run.state.open]
         certified = run.state.certified and report.locus == (

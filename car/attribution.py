@@ -29,10 +29,10 @@ from car.estimators.contrastive import (
     estimate_contrastive,
     factual_interval,
 )
-from car.fallback import Method, precheck, shapley_into_report
+from car.fallback import NEVER_RATE, NEVER_REPRODUCES, Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Replay, RowRunner, gather_all
+from car.replay import Replay, Reproductions, RowRunner, gather_all
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
@@ -224,6 +224,7 @@ async def blame_async(
             level=level,
             min_effect=min_effect,
             max_error_rate=max_error_rate,
+            seen=rows.seen,
         )
         report = await shapley_into_report(
             report,
@@ -380,7 +381,10 @@ def _report(
     min_effect: float,
     max_error_rate: float,
     precomputed: ContrastiveResult | None = None,
+    seen: Reproductions | None = None,
 ) -> Report:
+    """The report of one contrastive analysis. `seen` counts the rollouts' own draws at recorded
+    contexts: with the match draws, they decide whether a step was never reproduced."""
     from car import __version__
 
     decisions = trace.decision_steps
@@ -414,23 +418,37 @@ def _report(
     never: list[int] = []
     overall = Estimate(estimate=None, low=None, high=None, n=0)
     if matches is not None:
+        draws = 0  # at recorded contexts: the match draws and the rollouts' own
         for k in range(len(decisions)):
             hits = int(matches[k].sum())
             lo, hi = mid_p(hits, match_samples, level)
             match_by_pos[k] = Estimate(estimate=hits / match_samples, low=lo, high=hi, n=match_samples)
-            if hits == 0:
+            draws += match_samples + (seen.draws[k] if seen is not None else 0)
+            if hits == 0 and (seen is None or seen.hits[k] == 0):
                 never.append(decisions[k])
         total_hits = int(matches.sum())
         lo, hi = mid_p(total_hits, matches.size, level)
         overall = Estimate(estimate=total_hits / matches.size, low=lo, high=hi, n=matches.size)
         if never and len(never) == len(decisions):
-            notes.append(
-                "the policy never reproduced any recorded action: it is probably not the agent "
-                "that recorded this trace (another model or prompt)"
-            )
-            if result is not None:
-                abstain = "cannot attribute: the replay never reproduces the recorded run"
-                result = None
+            # No draw took any recorded action. A wrong policy does that, but so does the recording
+            # agent when its recorded actions were rare (a one-step trace of a 10% slip, 40 draws:
+            # 1.5% of the time): refuse only when the draws show its rate is below NEVER_RATE.
+            upper = 1 - ((1 - level) / 2) ** (1 / draws)
+            if upper < NEVER_RATE:
+                notes.append(
+                    f"the policy never reproduced any recorded action in {draws} draws at the "
+                    f"recorded contexts (its rate is below {upper:.1%}): it is probably not the "
+                    "agent that recorded this trace (another model or prompt)"
+                )
+                if result is not None:
+                    abstain = NEVER_REPRODUCES
+                    result = None
+            else:
+                notes.append(
+                    f"the policy reproduced no recorded action in {draws} draws at the recorded "
+                    f"contexts, too few to tell a rare action (a rate up to {upper:.0%} fits) from "
+                    "another agent (another model or prompt): check the policy"
+                )
         elif never:
             notes.append(
                 f"step{'s' if len(never) > 1 else ''} {_join(never)} never reproduced the "

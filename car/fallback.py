@@ -34,14 +34,19 @@ __all__ = ["Method", "fallback_reason", "precheck", "shapley_into_report"]
 Method = Literal["contrastive", "shapley", "auto"]
 
 
+# A report that refused because the policy never reproduced the record (`car.attribution._report`).
+NEVER_REPRODUCES = "cannot attribute: the replay never reproduces the recorded run"
+# Below this action-match rate, shown at the report's level, the policy is not the recording agent.
+NEVER_RATE = 0.05
+
+
 def _nothing_to_attribute(report: Report) -> str | None:
     fact = report.factual.estimate
     if fact is None:
         return "the recorded run cannot be scored"
     if fact == 0:
         return "the recorded run did not fail"
-    decisions = [s.index for s in report.steps if s.decision]
-    if decisions and set(report.never_reproduced) >= set(decisions):
+    if report.abstained_reason == NEVER_REPRODUCES:
         return "the replay never reproduces the recorded run"
     if report.status == "backend-errors":
         return "too many rollouts errored: Shapley would fail the same way"

@@ -410,6 +410,30 @@ def _score_value(spec: str, value: object) -> float | None:
     )
 
 
+class Reproductions:
+    """The draws rollouts made at a decision step's recorded context (every turn before it the
+    record's), and how many took the recorded action's signature: evidence on the action-match rate
+    beside the match draws, at no cost (`car.attribution` uses it before it calls a step never
+    reproduced)."""
+
+    def __init__(self, decisions: Sequence[int]) -> None:
+        self._position = {d: k for k, d in enumerate(decisions)}
+        self.draws = [0] * len(decisions)
+        self.hits = [0] * len(decisions)
+
+    def note(self, replay: Replay, rollout: Rollout) -> None:
+        rec = replay.trace.steps
+        for turn in rollout.turns:
+            if turn.index >= len(rec):
+                return
+            k = self._position.get(turn.index)
+            if turn.mode is Mode.RESAMPLED and k is not None and turn.actor == rec[turn.index].actor:
+                self.draws[k] += 1
+                self.hits[k] += turn.action.signature() == rec[turn.index].action.signature()
+            if turn.identity() != replay._rec_ids[turn.index]:
+                return  # later turns were drawn in a context the record does not have
+
+
 @dataclass
 class RowRunner:
     """Rows of arms on one replicate each, a rollout reused for every later arm it reproduces.
@@ -430,6 +454,7 @@ class RowRunner:
         self.n = len(trace.steps)
         # With a deterministic scorer the factual arm is the record, scored once, not a row's arm.
         self.exact = self.replay.scorer.deterministic
+        self.seen = Reproductions(self.decisions)
 
     def arms(self, steps: Iterable[int] | None = None) -> list[int]:
         """The arms a row observes: `steps` (default every step's), then the factual unless exact."""
@@ -474,6 +499,7 @@ class RowRunner:
         while i < len(arms):
             rollout = await self.replay.run(self.plan(arms[i]), replicate)
             cost += 1
+            self.seen.note(self.replay, rollout)
             value = rollout.outcome
             start = self._start(arms[i])
             # Arm j is this very rollout when the record was reproduced up to j's first change.
