@@ -6,7 +6,8 @@ collector's file exporter writes them). One car trace per trace id. Each model-c
 (`gen_ai.operation.name` chat / text_completion / generate_content, `openinference.span.kind` LLM, or
 OpenLLMetry's `llm.request.type` chat / completion) is a decision step whose context is the exact
 input of that call; when model spans nest (a framework span around the client span) the innermost is
-the call. Tool spans (`execute_tool`, TOOL, OpenLLMetry's
+the call. A call that failed (span status error) and has no output is left out with a warning: the
+retry that follows is the call the run went on with. Tool spans (`execute_tool`, TOOL, OpenLLMetry's
 `traceloop.span.kind` tool) are observations of the step that made the call, matched by call id,
 else by tool name in start order (a tool span before the first
 model call is a step of the tool actor `environment`). The actor is `gen_ai.agent.name` on the span
@@ -116,11 +117,17 @@ class OtlpJson:
         b = Builder(doc, self.name)
         steps: list[dict[str, Any]] = []
         missing_input = missing_output = uncaptured = 0
+        failed: list[Span] = []
         reasoning = SeenReasoning()
         unimported = Unimported()
         for s in calls:
             actor = self._agent(s, ancestors(s))
             inputs, outputs, recorded_in, recorded_out = span_messages(s, b, unimported)
+            if s.error and not outputs:
+                # A failed call made no decision (a retry usually follows): no step, and no capture
+                # hint, since nothing was left uncaptured.
+                failed.append(s)
+                continue
             for place, part in (r for m in inputs for r in m.reasoning):  # mostly earlier outputs
                 reasoning.input(place, part)
             produced = [r for m in outputs for r in m.reasoning]
@@ -166,6 +173,8 @@ class OtlpJson:
         reasoning.warn(b, "reasoning part", "redacted")
         unimported.warn(b)
         early = self._attach_tools(b, spans, steps)
+        if failed:
+            self._failed(b, trace_id, failed, bool(steps or early))
         self._observations_from_inputs(steps)
         for t, call, result in early:
             # A tool ran before the first model call (setup, a retrieval): the environment's step.
@@ -198,6 +207,26 @@ class OtlpJson:
             locator=f"traceId {trace_id}",
             at=doc.at,
             task=task,
+        )
+
+    @staticmethod
+    def _failed(b: Builder, trace_id: str, failed: list[Span], anything_else: bool) -> None:
+        """Say which failed model calls were left out; refuse a trace that holds nothing else."""
+        first = failed[0]
+        reason = first.status_message or first.attrs.get("error.type")
+        why = f": {reason}" if isinstance(reason, str) and reason else ""
+        n = len(failed)
+        if not anything_else:
+            first.at.fail(
+                "a model call that did not fail",
+                detail=f"every model call of trace {trace_id} failed (span status error, no "
+                f"output){why}; nothing to import",
+            )
+        b.warn(
+            "model-call-failed",
+            f"{n} model call{'s' if n != 1 else ''} failed (span status error, no output) and "
+            f"{'were' if n != 1 else 'was'} left out: a failed call made no decision (first at "
+            f"{first.at.where()}{why})",
         )
 
     @staticmethod

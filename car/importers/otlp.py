@@ -60,6 +60,7 @@ class Span:
     error: bool
     at: At
     places: dict[str, At]  # attribute key -> where its value sits
+    status_message: str = ""
 
     def place(self, key: str) -> At:
         """Where attribute `key` holds its value (`...attributes[3].value.intValue`)."""
@@ -211,6 +212,7 @@ def _span(value: Any, at: At, order: int) -> Span:
     places: dict[str, At] = {}
     status = sp.get("status")
     code = status.get("code") if isinstance(status, dict) else None
+    message = status.get("message") if isinstance(status, dict) else None
     return Span(
         trace_id=_span_id(sp.get("traceId"), at / "traceId", 16) or "unknown",
         span_id=_span_id(sp.get("spanId"), at / "spanId", 8),
@@ -223,4 +225,5 @@ def _span(value: Any, at: At, order: int) -> Span:
         error=code in (2, "STATUS_CODE_ERROR"),
         at=at,
         places=places,
+        status_message=message if isinstance(message, str) else "",
     )

@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from cli_helpers import run
+
 from car.importers import import_file
 from car.trace import Trace
 
@@ -152,6 +155,59 @@ def test_openllmetry_embedding_spans_are_not_model_calls(tmp_path: Path) -> None
     embedding = _span(2, {"llm.request.type": "embedding", "gen_ai.prompt.0.content": "x"})
     (t,) = import_file(_write(tmp_path, _otlp(_openllmetry_chat(1), embedding)))
     assert len(t.steps) == 1
+
+
+# -- failed calls ---------------------------------------------------------------------------------
+
+
+def _failed(sid: int, inputs: Any) -> dict[str, Any]:
+    span = _chat(sid, inputs, None, status={"code": 2, "message": "429 rate limit"})
+    span["attributes"].append({"key": "error.type", "value": {"stringValue": "RateLimitError"}})
+    return span
+
+
+def test_a_failed_call_is_left_out_with_a_warning_not_the_capture_hint(tmp_path: Path) -> None:
+    user = [_text("user", "q")]
+    retried = _chat(2, user, [_text("assistant", "a")])
+    (t,) = import_file(_write(tmp_path, _otlp(_failed(1, user), retried)))
+    assert [s.action.text for s in t.steps] == ["a"]
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert "content-not-captured" not in _codes(t)
+    assert _warning(t, "model-call-failed") == (
+        "1 model call failed (span status error, no output) and was left out: a failed call made "
+        f"no decision (first at {_SPAN0}: 429 rate limit)"
+    )
+
+
+def test_failed_calls_are_counted_and_named_by_error_type_without_a_status_message(
+    tmp_path: Path,
+) -> None:
+    user = [_text("user", "q")]
+    first, second = _failed(1, user), _failed(2, user)
+    first["status"] = second["status"] = {"code": "STATUS_CODE_ERROR"}
+    data = _otlp(first, second, _chat(3, user, [_text("assistant", "a")]))
+    (t,) = import_file(_write(tmp_path, data))
+    assert len(t.steps) == 1
+    message = _warning(t, "model-call-failed")
+    assert message.startswith("2 model calls failed") and message.endswith(": RateLimitError)")
+
+
+def test_a_failed_call_with_an_output_is_kept(tmp_path: Path) -> None:
+    span = _chat(1, [_text("user", "q")], [_text("assistant", "partial")], status={"code": 2})
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert [s.action.text for s in t.steps] == ["partial"]
+    assert "model-call-failed" not in _codes(t)
+
+
+def test_a_trace_whose_every_call_failed_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = _write(tmp_path, _otlp(_failed(1, [_text("user", "q")])))
+    assert run(["import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"car: error: {f}: {_SPAN0}: expected a model call that did not fail")
+    assert f"every model call of trace {TRACE} failed" in err and "429 rate limit" in err
 
 
 # -- content that cannot be read ------------------------------------------------------------------
