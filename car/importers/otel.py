@@ -9,7 +9,7 @@ input of that call; when model spans nest (a framework span around the client sp
 the call. A call that failed (span status error) and has no output is left out with a warning: the
 retry that follows is the call the run went on with. Tool spans (`execute_tool`, TOOL, OpenLLMetry's
 `traceloop.span.kind` tool) are observations of the step that made the call, matched by call id,
-else by tool name in start order (a tool span before the first
+else by tool name and arguments, else by tool name in start order (a tool span before the first
 model call is a step of the tool actor `environment`). The actor is `gen_ai.agent.name` on the span
 or its nearest agent ancestor (`invoke_agent`, AGENT spans, OpenLLMetry agent spans).
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from car.importers.base import ENVIRONMENT, Builder, Document, sampling_from
+from car.importers.base import ENVIRONMENT, Builder, Document, parse_any_arguments, sampling_from
 from car.importers.genai_content import (
     Msg,
     Unimported,
@@ -247,7 +247,9 @@ class OtlpJson:
         b: Builder, spans: list[Span], steps: list[dict[str, Any]]
     ) -> list[tuple[Span, ToolCall, str]]:
         """Attach each tool span's result to the step whose call it answers; returns the tool spans
-        that precede every model call, as (span, its call, its result)."""
+        that precede every model call, as (span, its call, its result). A span without a call id
+        answers an open call of its name whose arguments are the span's (parallel calls of one tool
+        may start in any order), else the first open call of its name; the latest step first."""
         early: list[tuple[Span, ToolCall, str]] = []
         for t in (s for s in spans if s.is_tool):
             a = t.attrs
@@ -268,13 +270,24 @@ class OtlpJson:
                     None,
                 )
             if target is None:
-                for st in reversed(before):
-                    answered = {o[0] for o in st["obs"]}
-                    match = next(
-                        (c for c in st["calls"] if c.name == name and c.id not in answered), None
-                    )
-                    if match is not None:
-                        target, call_id = st, match.id
+                given = None if args is None else parse_any_arguments(json_value(args), t.at)[0]
+                for same_args in (True, False) if given is not None else (False,):
+                    for st in reversed(before):
+                        answered = {o[0] for o in st["obs"]}
+                        match = next(
+                            (
+                                c
+                                for c in st["calls"]
+                                if c.name == name
+                                and c.id not in answered
+                                and (not same_args or c.arguments == given)
+                            ),
+                            None,
+                        )
+                        if match is not None:
+                            target, call_id = st, match.id
+                            break
+                    if target is not None:
                         break
             if target is None and before and not before[-1]["captured"]:
                 # The model's output was not captured: the tool span is the only record of the call.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cli_helpers import run
 
-from car.importers import import_file
+from car.importers import import_file, load_any
 from car.trace import Trace
 
 TRACE = "0123456789abcdef0123456789abcdef"
@@ -261,3 +261,50 @@ def test_entries_that_are_not_message_objects_are_named_and_the_rest_kept(tmp_pa
 def test_content_never_recorded_still_gets_the_capture_hint(tmp_path: Path) -> None:
     (t,) = import_file(_write(tmp_path, _otlp(_chat(1, None, None))))
     assert "content-not-captured" in _codes(t) and "content-unparsed" not in _codes(t)
+
+
+# -- parallel tool spans without call ids ---------------------------------------------------------
+
+
+def _search_run(arguments_key: str, kind: dict[str, str]) -> dict[str, Any]:
+    """One call making two parallel `search` calls (q=x, then q=y); their tool spans, without call
+    ids, start in the other order (y, then x)."""
+    calls = [
+        {"type": "tool_call", "id": f"c_{q}", "name": "search", "arguments": {"q": q}}
+        for q in ("x", "y")
+    ]
+    call = _chat(1, [_text("user", "go")], [{"role": "assistant", "parts": calls}])
+    spans = [
+        _span(sid, {**kind, "gen_ai.tool.name": "search", arguments_key: {"q": q}, "out": q.upper()})
+        for sid, q in ((2, "y"), (3, "x"))
+    ]
+    for s in spans:  # the result under each convention's key
+        result = s["attributes"].pop()["value"]
+        for key in ("gen_ai.tool.call.result", "output.value"):
+            s["attributes"].append({"key": key, "value": result})
+    return _otlp(call, *spans)
+
+
+@pytest.mark.parametrize(
+    ("arguments_key", "kind"),
+    [
+        ("gen_ai.tool.call.arguments", {"gen_ai.operation.name": "execute_tool"}),
+        ("input.value", {"openinference.span.kind": "TOOL"}),
+    ],
+)
+def test_tool_spans_without_ids_answer_the_call_with_their_arguments(
+    tmp_path: Path, arguments_key: str, kind: dict[str, str]
+) -> None:
+    t = load_any(_write(tmp_path, _search_run(arguments_key, kind)))
+    results = {o.call_id: o.content for o in t.steps[0].observations}
+    assert results == {"c_x": "X", "c_y": "Y"}
+
+
+def test_tool_spans_whose_arguments_match_no_call_fall_back_to_start_order(tmp_path: Path) -> None:
+    data = _search_run("gen_ai.tool.call.arguments", {"gen_ai.operation.name": "execute_tool"})
+    for s in data["resourceSpans"][0]["scopeSpans"][0]["spans"][1:]:
+        for attr in s["attributes"]:
+            if attr["key"] == "gen_ai.tool.call.arguments":
+                attr["value"] = {"stringValue": '{"q": "other"}'}
+    t = load_any(_write(tmp_path, data))
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c_x", "Y"), ("c_y", "X")]
