@@ -308,3 +308,48 @@ def test_tool_spans_whose_arguments_match_no_call_fall_back_to_start_order(tmp_p
                 attr["value"] = {"stringValue": '{"q": "other"}'}
     t = load_any(_write(tmp_path, data))
     assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c_x", "Y"), ("c_y", "X")]
+
+
+# -- more of the same paths ------------------------------------------------------------------------
+
+
+def test_an_openllmetry_tool_span_without_a_name_is_one_line_naming_where_it_looks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before the first model call, the span is a call of its own, and a call needs a name.
+    tool = _span(1, {"traceloop.span.kind": "tool", "traceloop.entity.name": ""}, name="")
+    f = _write(tmp_path, _otlp(tool, _openllmetry_chat(2)))
+    assert run(["import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"car: error: {f}: {_SPAN0}: expected a non-empty tool name in gen_ai.tool.name, tool.name, "
+        "traceloop.entity.name or the span's name"
+    )
+
+
+def test_a_cut_off_prompt_event_is_named_at_its_event_attribute(tmp_path: Path) -> None:
+    span = _chat(1, None, None)
+    cut = json.dumps([_text("user", "x" * 50)])[:30]
+    span["events"] = [
+        {
+            "name": "gen_ai.content.prompt",
+            "attributes": [{"key": "gen_ai.prompt", "value": {"stringValue": cut}}],
+        },
+        {
+            "name": "gen_ai.content.completion",
+            "attributes": [
+                {
+                    "key": "gen_ai.completion",
+                    "value": {"stringValue": json.dumps([_text("assistant", "ok")])},
+                }
+            ],
+        },
+    ]
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert "content-not-captured" not in _codes(t)
+    assert _warning(t, "content-unparsed").endswith(
+        "gen_ai.prompt is not valid JSON (possibly cut off by an attribute length limit) (first at "
+        f"{_SPAN0}.events[0].attributes[0].value.stringValue)"
+    )
+    assert [s.action.text for s in t.steps] == ["ok"]
