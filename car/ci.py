@@ -263,6 +263,11 @@ def _check_blame_gate(names: Sequence[str], traces: Sequence[Trace]) -> None:
         )
 
 
+def _located(path: str | None, label: str, error: str) -> str:
+    """An error line that names its trace once: `error` as is when it starts with `path`."""
+    return error if path and error.startswith(path) else f"{label}: {error}"
+
+
 def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     """Run `car blame` as the command line does; returns the exit code."""
     out = stdout or sys.stdout
@@ -303,7 +308,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             out.write(json.dumps(estimate.to_json(), indent=indent) + "\n")
         else:
             out.write(estimate.line() + "\n")
-        return EXIT_OK
+        # A pre-check that passes on input the run would refuse is no pre-check: name each one.
+        unreadable = [p for p in planned if p.trace is None]
+        for item in unreadable:
+            print(f"car: error: {_located(item.path, item.path, item.error or '')}", file=sys.stderr)
+        return EXIT_USAGE if unreadable else EXIT_OK
     for _, path in outputs:
         if path is not None:
             prepare_output(path)
@@ -411,9 +420,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             print(f"car: error: {res.error}", file=sys.stderr)
         elif res.status in ("input-error", "backend-error") and req.quiet:
             # -q hides the progress lines and the summary that name them: the errors stay
-            error = res.error or res.status
-            where = "" if res.path and error.startswith(res.path) else f"{res.label}: "
-            print(f"car: error: {where}{error}", file=sys.stderr)
+            print(
+                f"car: error: {_located(res.path, res.label, res.error or res.status)}", file=sys.stderr
+            )
         elif res.status == "budget" and not batch:
             print(f"car: budget: {res.path}: {res.error}", file=sys.stderr)
         elif res.status == "gate" and not batch:

@@ -246,10 +246,12 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
 def test_dry_run_in_a_json_format_prints_the_estimate_as_json(
     work: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
-    """`--dry-run --format json` printed the text line, which a script reading JSON cannot parse."""
+    """`--dry-run --format json` printed the text line, which a script reading JSON cannot parse.
+    A trace the run would refuse is named, one line, and the exit code is 2, as the run's would be:
+    a pre-check passed (exit 0, nothing said) on input the run then refused."""
     args = ["blame", str(TRACES), "broken.json", *FAST, "--dry-run", "--format", fmt]
     code, out, err = run(args, capsys)
-    assert (code, err) == (0, "")
+    assert code == 2 and err.startswith("car: error: broken.json: ") and err.count("\n") == 1
     assert out.endswith("}\n") and (fmt == "json" or out.count("\n") == 1)
     from car.batch import plan_batch, total_estimate
 
@@ -265,7 +267,7 @@ def test_dry_run_in_a_json_format_prints_the_estimate_as_json(
         "policy_calls": est.policy_calls,
     }
     code, text, _ = run(["blame", str(TRACES), "broken.json", *FAST, "--dry-run"], capsys)
-    assert (code, text) == (0, est.line() + "\n")  # the other formats keep the line
+    assert (code, text) == (2, est.line() + "\n")  # the other formats keep the line
 
 
 def test_one_trace_over_the_cap_says_why_and_a_negative_cap_is_bad_input(
