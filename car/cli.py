@@ -502,6 +502,8 @@ def validate(
             f"{where}: ok: {t.version}{origin}, {steps} step{'s' if steps != 1 else ''}, {decisions} "
             f"decision step{'s' if decisions != 1 else ''}, actors {', '.join(actors)}"
         )
+        for w in t.fidelity.warnings if t.fidelity is not None else ():
+            print(f"  warning {w.code}: {w.message}")  # what is missing, and the fix where there is one
 
 
 @app.command(

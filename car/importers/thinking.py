@@ -101,7 +101,8 @@ def not_replayed(seen: Sequence[tuple[At, bool]], noun: str, sealed: str) -> str
     first = seen[0][0].where()
     return (
         f"{n} {noun}{'s' if n != 1 else ''}{unreadable} {'is' if n == 1 else 'are'} kept verbatim "
-        "with their actions (reasoning); only anthropic: sends reasoning back (the Messages API's "
+        f"with {'its action' if n == 1 else 'their actions'} (reasoning); only anthropic: sends "
+        "reasoning back (the Messages API's "
         "own signed thinking blocks), other backends rebuild inputs from text and tool calls: the "
         f"model saw that reasoning, their replay does not (first at {first})"
     )

@@ -291,6 +291,21 @@ def test_validate_shows_file_names_and_errors_literally(
     assert rows["run[bold].json"][0] == "openai-responses"
 
 
+def test_validate_of_one_file_says_what_each_warning_is(
+    fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "2 warnings" and nothing more: the fix a warning names (which variable turns content
+    capture on, ...) was only in the JSON trace or in blame's notes."""
+    assert run(["validate", str(fixtures / "anthropic.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 warnings" in lines[0]
+    assert (
+        lines[1] == "  warning attachments-unresolved: images or documents were not imported (text only)"
+    )
+    assert lines[2].startswith("  warning thinking-not-replayed: 1 thinking block is kept verbatim")
+    assert len(lines) == 3
+
+
 def test_import_of_several_runs_refuses_a_file_for_o(
     tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
