@@ -202,7 +202,7 @@ class Replay:
         try:
             state = await self.env.restore(tuple(turns))
         except Exception as exc:  # a plugin failure ends this rollout, never the run
-            return self._errored(plan, replicate, turns, states, 0, exc)
+            return self._errored(plan, replicate, turns, states, 0, exc, f"step {first}")
         actor = self.trace.steps[first].actor
         return await self._live(plan, replicate, turns, states, state, first, actor, 0)
 
@@ -223,7 +223,7 @@ class Replay:
             try:
                 state = await self.env.restore(tuple(turns))
             except Exception as exc:
-                return self._errored(plan, rollout.replicate, turns, states, 0, exc)
+                return self._errored(plan, rollout.replicate, turns, states, 0, exc, f"step {step}")
         actor = rollout.turns[step].actor
         return await self._live(plan, rollout.replicate, turns, states, state, step, actor, 0)
 
@@ -344,7 +344,7 @@ class Replay:
                 turns.append(turn)
                 state, actor, index = result.state, result.next_actor, index + 1
         except Exception as exc:  # a plugin failure ends this rollout, never the run
-            return self._errored(plan, replicate, turns, states, calls, exc)
+            return self._errored(plan, replicate, turns, states, calls, exc, f"step {index}")
         return await self._finish(plan, replicate, turns, states, calls, False)
 
     async def _finish(
@@ -362,7 +362,9 @@ class Replay:
                 self.scorer.spec, await self.scorer.score(traj, self.key(replicate, -1, "score"))
             )
         except Exception as exc:
-            return self._errored(plan, replicate, turns, states, calls, exc)
+            return self._errored(
+                plan, replicate, turns, states, calls, exc, f"scorer {self.scorer.spec!r}"
+            )
         self.counters.rollouts += 1
         status: Status = "ok" if value is not None else "unscorable"
         if value is None:
@@ -382,8 +384,13 @@ class Replay:
         states: list[Any],
         calls: int,
         exc: BaseException,
+        at: str,
     ) -> Rollout:
+        """An errored rollout; its error says where it happened (`at`: the step, or the scorer)
+        unless it already does."""
         message = str(exc) if isinstance(exc, RolloutError | BackendError) else _describe(exc)
+        if not message.startswith((at, "step ", "scorer ")):
+            message = f"{at}: {message}"
         self.counters.rollouts += 1
         self.counters.errors += 1
         if self.counters.first_error is None:

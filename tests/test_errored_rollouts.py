@@ -4,6 +4,7 @@ the result rests on the rest."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +59,11 @@ def test_a_few_errored_rollouts_name_their_first_error() -> None:
     report = car.blame(trace, policy=policy, samples=16)
     b = report.budget
     assert 0 < b.errored < b.rollouts / 3 and report.status == "ok"
-    assert _errored_note(report) == (
-        f"{b.errored} of {b.rollouts} rollouts errored and are excluded (first error: "
-        "Hiccup: backend hiccup); when errors depend on what the agent did, the remaining "
-        "estimates are biased"
+    assert re.fullmatch(
+        f"{b.errored} of {b.rollouts} rollouts errored and are excluded \\(first error: "
+        "step [0-3]: Hiccup: backend hiccup\\); when errors depend on what the agent did, the "
+        "remaining estimates are biased",
+        _errored_note(report),
     )
 
 
@@ -73,10 +75,11 @@ def test_many_errored_rollouts_say_the_result_rests_on_the_rest() -> None:
     assert b.rollouts / 3 <= b.errored and report.status == "ok"
     rest = b.rollouts - b.errored
     what = "the locus rests" if report.locus is not None else "the result rests"
-    assert _errored_note(report) == (
-        f"{b.errored} of {b.rollouts} rollouts errored and are excluded (first error: "
-        f"Hiccup: backend hiccup); {what} on the other {rest} alone, biased if errors depend "
-        "on what the agent did"
+    assert re.fullmatch(
+        f"{b.errored} of {b.rollouts} rollouts errored and are excluded \\(first error: "
+        f"step [0-3]: Hiccup: backend hiccup\\); {what} on the other {rest} alone, biased if "
+        "errors depend on what the agent did",
+        _errored_note(report),
     )
 
 
@@ -85,7 +88,7 @@ def test_every_rendering_shows_why_rollouts_errored(
 ) -> None:
     """Under the backend-error threshold, the cause was only in the JSON's first_error."""
     trace = _renamed(tmp_path, "research-team", "searcher")
-    why = "first error: environment named an unknown actor 'searcher'"
+    why = "first error: step 1: environment named an unknown actor 'searcher'"
     r = run_cli("blame", trace, "--no-store")
     assert r.code == 0, r.err
     assert "rollouts errored and are excluded" in r.out
