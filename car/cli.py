@@ -372,8 +372,11 @@ def blame(
     global _DEBUG
     _DEBUG = debug
     from car.backends.options import configure
-    from car.config import BACKEND_KEYS, resolve
+    from car.config import BACKEND_KEYS, resolve, unknown_variables
 
+    if not quiet:
+        for line in unknown_variables():
+            print(f"car: note: {line}", file=sys.stderr)
     given = {
         name
         for name in ctx.params
@@ -533,7 +536,7 @@ def import_(
         typer.Option(
             "-o",
             "--output",
-            help="Write the trace here (a directory for several runs).",
+            help="Write the trace here (a directory for several runs; - or none: stdout).",
             metavar="PATH",
         ),
     ] = None,

@@ -39,6 +39,7 @@ __all__ = [
     "find_config",
     "load_settings",
     "resolve",
+    "unknown_variables",
 ]
 
 ENV_PREFIX = "CAR_"
@@ -172,6 +173,23 @@ def _variables(env: Mapping[str, str]) -> dict[str, str]:
         for k in env
         if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() in KEYS
     }
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A line for each `CAR_*` variable that sets nothing (a typo would change nothing without a
+    word, where a file's unknown key is an error), with the setting it may have meant."""
+    import difflib
+
+    env = os.environ if environ is None else environ
+    out = []
+    for name in sorted(env):
+        key = name[len(ENV_PREFIX) :].lower()
+        if not name.startswith(ENV_PREFIX) or key in KEYS:
+            continue
+        close = difflib.get_close_matches(key, KEYS, n=1)
+        hint = f" (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else ""
+        out.append(f"{name} is not a car setting and changes nothing{hint}")
+    return out
 
 
 def _where(path: Path) -> str:

@@ -111,6 +111,21 @@ def test_environment_variables_are_text_parsed_as_the_key_type(run_cli) -> None:
     assert (out["samples"], out["level"], out["timeout"], out["thinking"]) == (4, 0.9, 30.0, "8000")
 
 
+def test_a_car_variable_that_sets_nothing_is_said(run_cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`CAR_SAMPLE=4` changed nothing without a word, where a file's unknown key is an error."""
+    monkeypatch.setenv("CAR_SAMPLE", "4")
+    monkeypatch.setenv("CAR_NOTHING_LIKE_IT", "1")
+    r = run_cli("blame", TRACES / "pivot.json", "--no-store", "--samples", "4", "--format", "json")
+    assert r.code == 0
+    notes = [line for line in r.err.splitlines() if "is not a car setting" in line]
+    assert notes == [
+        "car: note: CAR_NOTHING_LIKE_IT is not a car setting and changes nothing",
+        "car: note: CAR_SAMPLE is not a car setting and changes nothing (did you mean CAR_SAMPLES?)",
+    ]
+    r = run_cli("blame", TRACES / "pivot.json", "--no-store", "--samples", "4", "-q")
+    assert "is not a car setting" not in r.err
+
+
 SEVERAL_RUNS = ROOT / "tests" / "fixtures" / "importers" / "tau_bench.json"  # two runs
 
 
