@@ -64,8 +64,9 @@ def _resolve(
     pol = policy if policy is not None else (defaults.policy if defaults else None)
     if pol is None:
         raise InputError(
-            f"trace {trace.id!r} names no policy: pass one (--policy sim:NAME, "
-            "--policy path/to/policy.py@name, or an installed plugin)"
+            f"trace {trace.id!r} names no policy: pass the model that recorded it (--policy "
+            "openai:MODEL or anthropic:MODEL, with --base-url for a local server), or --policy "
+            "sim:NAME, path/to/policy.py@name, or an installed plugin"
         )
     en = env if env is not None else (defaults.env if defaults and defaults.env else "recorded")
     return _Components(

@@ -206,7 +206,7 @@ def test_missing_policy_is_explained(run_cli, tmp_path: Path) -> None:  # type: 
     path.write_text(_edit(_delete(["replay"])), encoding="utf-8")
     r = run_cli("blame", path)
     assert r.code == 2
-    assert "names no policy" in r.err and "--policy" in r.err
+    assert "names no policy" in r.err and "--policy openai:MODEL or anthropic:MODEL" in r.err
 
 
 @pytest.mark.parametrize(
