@@ -354,11 +354,32 @@ def parse_trace(data: Any, *, source: str = "<trace>") -> Trace:
     """Validate a parsed JSON document as a trace; errors name `source` and the JSON path."""
     doc = migrate(data, source=source)
     try:
-        return Trace.model_validate(doc)
+        trace = Trace.model_validate(doc)
     except ValidationError as exc:
         raise InputError(describe_validation_error(exc, source)) from None
     except PathError as exc:
         raise InputError(f"{source}: {json_path(exc.loc)}: {exc.msg}") from None
+    _check_writable(trace, source)
+    return trace
+
+
+def _check_writable(trace: Trace, source: str) -> None:
+    """Refuse a free-form value (arguments, metadata, a reasoning block) nested deeper than pydantic
+    can serialize: it validates, but car could not write the trace (`car import` refuses it), so
+    `car validate` must not call it ok."""
+    try:
+        trace.model_dump_json()  # in Rust: a small cost beside validation
+    except ValueError:
+        # importers share the depth walk; imported here, as only this rare failure needs it
+        from car.importers.base import MAX_NESTING, nested_too_deep
+
+        deep = nested_too_deep(trace)
+        if deep is None:
+            return  # not a depth problem (a lone surrogate): `car import` names what that is
+        raise InputError(
+            f"{source}: {deep[0]}: expected a value nested at most {MAX_NESTING} levels deep, got "
+            f"one nested {deep[1]} levels deep, which car cannot write; flatten it"
+        ) from None
 
 
 def load_trace(path: str | Path) -> Trace:
