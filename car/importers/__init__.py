@@ -44,7 +44,7 @@ def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
     doc = read_document(path)
     if fmt == "auto":
         name = detect(doc.data, doc.path)
-        if name is None and isinstance(doc.data, dict) and ("steps" in doc.data or "actors" in doc.data):
+        if name is None and isinstance(doc.data, dict) and _broken_native(doc.data):
             name = "car"  # a native trace with a broken header: let its validation say what is wrong
         if name is None and doc.problem:  # not JSON (nor an Inspect log): that is the whole story
             raise InputError(f"{doc.path}: {doc.problem}")
@@ -71,6 +71,14 @@ def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
     if not traces:
         raise InputError(f"{doc.path}: $: expected at least one run ({imp.description}), found none")
     return traces
+
+
+def _broken_native(data: dict[str, object]) -> bool:
+    """A native trace whose header did not sniff (`"version": "v1"`, a number): it names a `version`
+    beside car's `steps` or `actors`. A foreign format no importer claims that has `steps` of its
+    own is no car trace: it gets "not recognised" and the list of formats, not the native format's
+    "missing version" and its advice to use `car import`."""
+    return "version" in data and ("steps" in data or "actors" in data)
 
 
 def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Trace:
