@@ -9,11 +9,19 @@
 importer. Every imported trace carries `source` (format, path, locator, content hash) and `fidelity`
 (class A, B or C, plus concrete warnings). Importers are plugins too: entry-point group
 `car.importers`, objects with `name`, `description`, `sniff(data, path)` and `convert(document)`.
+
+A file of several runs (an Inspect log, a tau-bench results file, an OTLP export) is converted run by
+run (`Runs.each`): a run that cannot be imported (an errored sample that made no model call, an
+empty trajectory) is skipped with a warning on the `car.importers` logger naming its place and why,
+and the others import. `--item N` (`item=N`) counts runs as the file does, skipped ones included.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from car.errors import COMMAND_LINE, CarError, InputError, option_name
 from car.importers.base import At, Builder, Document, Importer, read_document
@@ -25,6 +33,7 @@ __all__ = [
     "Builder",
     "Document",
     "Importer",
+    "Runs",
     "detect",
     "formats",
     "get_importer",
@@ -34,13 +43,75 @@ __all__ = [
 ]
 
 
+_log = logging.getLogger(__name__)
+_Item = TypeVar("_Item")
+
+
+class Runs(list[Trace]):
+    """The runs of a file, in file order: as a list, those that could be imported; `entries` holds
+    every run at its index in the file, one that could not be imported as the InputError saying why.
+
+    A multi-run importer returns `Runs.each(items, convert)`, so that one bad run (a routine errored
+    sample, an empty trajectory) does not cost the file its good ones. A plain list from `convert`
+    means every run imported.
+    """
+
+    def __init__(self, entries: Iterable[Trace | InputError] = ()) -> None:
+        self.entries: tuple[Trace | InputError, ...] = tuple(entries)
+        super().__init__(e for e in self.entries if isinstance(e, Trace))
+
+    @classmethod
+    def each(cls, items: Iterable[_Item], convert: Callable[[_Item], Trace | None]) -> Runs:
+        """Convert each item to a run; one that raises InputError stays, in its place, as that
+        error. `convert` returns None for an item that is no run at all (it is not counted)."""
+        entries: list[Trace | InputError] = []
+        for item in items:
+            try:
+                trace = convert(item)
+            except InputError as exc:
+                entries.append(exc)
+                continue
+            if trace is not None:
+                entries.append(trace)
+        return cls(entries)
+
+    @property
+    def skipped(self) -> list[tuple[int, InputError]]:
+        """The runs that could not be imported, as (index in the file, why)."""
+        return [(i, e) for i, e in enumerate(self.entries) if isinstance(e, InputError)]
+
+
 def formats() -> list[tuple[str, str]]:
     """(name, description) of every format car can read, in sniffing order."""
     return [(i.name, i.description) for i in importers()]
 
 
-def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
-    """Every run in the file at `path`, as traces. `fmt` is a format name or "auto" (sniffed)."""
+def import_file(path: str | Path, fmt: str = "auto") -> Runs:
+    """Every run in the file at `path` that can be imported, as traces; each run that cannot is
+    skipped with a warning naming its place and why (`Runs.skipped`). `fmt` is a format name or
+    "auto" (sniffed). A file none of whose runs can be imported is an InputError naming the first."""
+    runs = _runs(path, fmt)
+    if not runs:  # every run failed (a file of none is refused by `_runs`)
+        first = runs.skipped[0][1]
+        if len(runs.entries) == 1:
+            raise first
+        raise InputError(f"{first}; none of the file's {len(runs.entries)} runs can be imported")
+    for index, exc in runs.skipped:
+        _skipped(path, index, exc)
+    return runs
+
+
+def _skipped(path: str | Path, index: int, exc: InputError) -> None:
+    """One warning line for a run left out: the file, the run's index, then its error's place and
+    reason. The command line has no logging set up, so Python's last-resort handler prints it to
+    stderr as it is: there it reads as car's own line, as `car: error:` does."""
+    why = str(exc).removeprefix(f"{path}: ")
+    prefix = "car: warning: " if COMMAND_LINE.get() else ""
+    _log.warning("%s%s: run %d skipped: %s", prefix, path, index, " ".join(why.split()))
+
+
+def _runs(path: str | Path, fmt: str) -> Runs:
+    """Every run in the file, imported or the error saying why not; no warnings."""
     doc = read_document(path)
     if fmt == "auto":
         name = detect(doc.data, doc.path)
@@ -68,9 +139,10 @@ def import_file(path: str | Path, fmt: str = "auto") -> list[Trace]:
             f"{doc.path}: the {imp.name} importer failed: {type(exc).__name__}: "
             f"{' '.join(str(exc).split())[:160]} (a bug in the importer; --debug shows where)"
         ) from exc
-    if not traces:
+    runs = traces if isinstance(traces, Runs) else Runs(traces)
+    if not runs.entries:
         raise InputError(f"{doc.path}: $: expected at least one run ({imp.description}), found none")
-    return traces
+    return runs
 
 
 def _broken_native(data: dict[str, object]) -> bool:
@@ -82,25 +154,36 @@ def _broken_native(data: dict[str, object]) -> bool:
 
 
 def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Trace:
-    """The one trace in the file at `path` (or run number `item` of a file holding several)."""
-    traces = import_file(path, fmt)
+    """The one trace in the file at `path` (or run number `item` of a file holding several, counted
+    as the file holds them: a run that cannot be imported is an error only when it is the one asked
+    for). Without `item`, runs that cannot be imported are skipped with a warning, as in
+    `import_file`, and the file must hold one run that can."""
     if item is not None:
-        if not 0 <= item < len(traces):
-            given = option_name("item", str(item))  # --item 5, or item=5 from Python
+        runs = _runs(path, fmt)
+        n = len(runs.entries)
+        given = option_name("item", str(item))  # --item 5, or item=5 from Python
+        if not 0 <= item < n:
             raise InputError(
-                f"{path}: {given} is out of range: the file holds {len(traces)} run"
-                f"{'s' if len(traces) != 1 else ''} (0 to {len(traces) - 1})"
+                f"{path}: {given} is out of range: the file holds {n} run{'s' if n != 1 else ''} "
+                f"(0 to {n - 1})"
             )
-        return traces[item]
+        picked = runs.entries[item]
+        if isinstance(picked, InputError):
+            raise InputError(f"{picked}; {given} picks this run, which cannot be imported")
+        return picked
+    traces = import_file(path, fmt)
     if len(traces) > 1:
         shown = ", ".join(
             f"{i}: {t.source.locator if t.source and t.source.locator else t.id}"
-            for i, t in enumerate(traces[:5])
+            if isinstance(t, Trace)
+            else f"{i}: cannot be imported"
+            for i, t in enumerate(traces.entries[:5])
         )
-        more = f", … ({len(traces)} in all)" if len(traces) > 5 else ""
+        n = len(traces.entries)
+        more = f", … ({n} in all)" if n > 5 else ""
         pick = "--item N" if COMMAND_LINE.get() else "car.importers.load_any(path, item=N)"
         raise InputError(
-            f"{path}: holds {len(traces)} runs ({shown}{more}); pick one with {pick}, or split "
+            f"{path}: holds {n} runs ({shown}{more}); pick one with {pick}, or split "
             "them with `car import FILE -o DIR`"
         )
     return traces[0]

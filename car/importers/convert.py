@@ -84,7 +84,8 @@ def write_imported(
     """Import `file` and write the result; returns the progress lines for stderr."""
     from car.importers import import_file, load_any
 
-    traces = [load_any(file, fmt, item)] if item is not None else import_file(file, fmt)
+    runs = None if item is not None else import_file(file, fmt)
+    traces = list(runs) if runs is not None else [load_any(file, fmt, item)]
     lines = [f"imported {_summary(t)}" for t in traces]
     if len(traces) == 1 and (output is None or not is_folder(output)):
         if output is None:
@@ -99,9 +100,10 @@ def write_imported(
         not is_folder(output) and (os.path.exists(output) or output.suffix.lower() == ".json")
     ):
         named = "" if output is None else f"-o {output} names a file; "
+        held = len(runs.entries) if runs is not None else n  # --item counts skipped runs too
         raise InputError(
-            f"{file}: holds {n} runs; {named}write them to a directory with -o DIR, or pick one "
-            f"with --item N (0 to {n - 1})"
+            f"{file}: holds {held} runs; {named}write them to a directory with -o DIR, or pick one "
+            f"with --item N (0 to {held - 1})"
         )
     try:
         output.mkdir(parents=True, exist_ok=True)

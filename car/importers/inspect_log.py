@@ -6,6 +6,8 @@ One trace per sample (and epoch): each `model` event is a decision step whose co
 exact input, with its tools and generation config (temperature, top_p, seed, max_tokens); each `tool`
 event is the observation of the call with its id; the sample's first score gives the outcome (an
 incorrect answer is the failure). The actor is the enclosing agent span's name, else "assistant".
+A sample that errored before any model call (a rate limit, a cancel: routine in a large eval) is
+skipped with a warning, and the log's other samples import.
 `reasoning` content parts of a call's output are kept verbatim in its step's metadata; context
 messages hold text and tool calls only, so a replay cannot send them back (a warning says so).
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from car.errors import InputError
+from car.importers import Runs
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
 from car.importers.thinking import SeenReasoning, thinking_metadata
 from car.trace import Message, Outcome, ToolCall, Trace
@@ -70,14 +73,16 @@ class InspectLog:
         return convert_log(_read(doc.path), doc)
 
 
-def convert_log(log: dict[str, Any], doc: Document) -> list[Trace]:
-    """Convert a dumped `EvalLog` (the JSON log structure) into one trace per sample."""
+def convert_log(log: dict[str, Any], doc: Document) -> Runs:
+    """Convert a dumped `EvalLog` (the JSON log structure) into one trace per sample; a sample that
+    cannot be imported (one that errored before any model call: a rate limit, a cancel) is kept
+    as its error, so the others still import."""
     at = doc.at
     samples = (at / "samples").arr(log.get("samples") or [], "the log's samples")
     if not samples:
         at.fail("a log with samples", detail="this log has none (was it written with samples?)")
     task = log.get("eval", {}).get("task") if isinstance(log.get("eval"), dict) else None
-    return [_sample(doc, s, at / "samples" / i, task) for i, s in enumerate(samples)]
+    return Runs.each(enumerate(samples), lambda s: _sample(doc, s[1], at / "samples" / s[0], task))
 
 
 def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str, Any]]]) -> Message:

@@ -7,7 +7,8 @@ collector's file exporter writes them). One car trace per trace id. Each model-c
 OpenLLMetry's `llm.request.type` chat / completion) is a decision step whose context is the exact
 input of that call; when model spans nest (a framework span around the client span) the innermost is
 the call. A call that failed (span status error) and has no output is left out with a warning: the
-retry that follows is the call the run went on with. Tool spans (`execute_tool`, TOOL, OpenLLMetry's
+retry that follows is the call the run went on with; a trace whose every call failed is skipped, and
+the file's other traces import. Tool spans (`execute_tool`, TOOL, OpenLLMetry's
 `traceloop.span.kind` tool) are observations of the step that made the call, matched by call id,
 else by tool name and arguments, else by tool name in start order (a tool span before the first
 model call is a step of the tool actor `environment`). The actor is `gen_ai.agent.name` on the span
@@ -32,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from car.importers import Runs
 from car.importers.base import ENVIRONMENT, Builder, Document, parse_any_arguments, sampling_from
 from car.importers.genai_content import (
     Msg,
@@ -86,10 +88,9 @@ class OtlpJson:
         by_trace: dict[str, list[Span]] = {}
         for s in spans:
             by_trace.setdefault(s.trace_id, []).append(s)
-        traces = [
-            t for tid, group in by_trace.items() if (t := self._trace(doc, tid, group)) is not None
-        ]
-        if not traces:
+        # a trace that cannot be imported (every model call failed) is skipped, not the file
+        traces = Runs.each(by_trace.items(), lambda item: self._trace(doc, *item))
+        if not traces.entries:
             doc.at.fail(
                 "model-call spans (gen_ai.operation.name = chat, openinference.span.kind = LLM, or "
                 "llm.request.type = chat)",

@@ -3,7 +3,8 @@
 tau-bench results: a JSON array of `{task_id, reward, info, traj: [OpenAI-style messages], trial?}`.
 tau2-bench results: `{info?, tasks?, simulations: [{id, task_id, messages: [{role, content,
 tool_calls: [{id, name, arguments, requestor?}]}], reward_info: {reward}, termination_reason}]}`;
-a single simulation object is accepted too. One trace per run. The simulated user is an LLM, so its
+a single simulation object is accepted too. One trace per run; a run that cannot be imported (an
+empty trajectory) is skipped with a warning and the others import. The simulated user is an LLM, so its
 turns are decision steps of the actor "user" (kind user, stochastic). The outcome follows car's
 convention: score = 1 - reward (1 is the failure being debugged).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from car.importers import Runs
 from car.importers.base import At, Builder, Document
 from car.importers.openai_chat import add_chat_messages
 from car.trace import Outcome, Trace
@@ -47,7 +49,7 @@ class TauBench:
         at, data = doc.at, doc.data
         stem = Path(doc.path).stem
         if isinstance(data, list):
-            return [self._tau1(doc, r, at / i, stem) for i, r in enumerate(data)]
+            return Runs.each(enumerate(data), lambda r: self._tau1(doc, r[1], at / r[0], stem))
         obj = at.obj(data, "tau-bench results")
         if _is_tau1(obj):
             return [self._tau1(doc, obj, at, stem)]
@@ -55,7 +57,9 @@ class TauBench:
             sims = obj["simulations"]
             listed = (at / "tasks").arr(obj.get("tasks") or [])
             tasks = {str(t.get("id")): t for t in listed if isinstance(t, dict)}
-            return [self._tau2(doc, s, at / "simulations" / i, stem, tasks) for i, s in enumerate(sims)]
+            return Runs.each(
+                enumerate(sims), lambda s: self._tau2(doc, s[1], at / "simulations" / s[0], stem, tasks)
+            )
         return [self._tau2(doc, obj, at, stem, {})]
 
     def _tau1(self, doc: Document, record: Any, at: At, stem: str) -> Trace:

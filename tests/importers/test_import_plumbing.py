@@ -6,6 +6,9 @@ read, and only a native-looking object falls back to car's own format."""
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 from cli_helpers import run
 
 from car.errors import InputError
-from car.importers import import_file, load_any
+from car.importers import Runs, import_file, load_any
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +39,167 @@ def _skips(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 _EMPTY = "expected at least one turn (message or model call) (found none to import)"
+
+
+# -- one bad run does not cost the file its good ones ----------------------------------------------
+
+
+def test_a_tau_bench_run_with_an_empty_trajectory_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = _write(tmp_path, [_tau(1), _tau(2, []), _tau(3)])
+    runs = import_file(f)
+    assert [t.id for t in runs] == ["tau-bench/runs/task-1", "tau-bench/runs/task-3"]
+    assert isinstance(runs, Runs) and [i for i, _ in runs.skipped] == [1]
+    assert _skips(caplog) == [f"{f}: run 1 skipped: $[1]: {_EMPTY}"]
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_a_tau2_simulation_without_messages_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim = {"id": "s", "task_id": 1, "reward_info": {"reward": 1}, "messages": []}
+    good = {**sim, "id": "ok", "messages": [{"role": "user", "content": "hi"}]}
+    (t,) = import_file(_write(tmp_path, {"simulations": [sim, good]}))
+    assert t.id == "tau2/runs/ok"
+    assert _skips(caplog) == [f"{tmp_path / 'runs.json'}: run 0 skipped: $.simulations[0]: {_EMPTY}"]
+
+
+def _inspect_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The fixture log with a second sample that errored on its first model call (a 429: no model
+    event), read as Inspect's reader would dump it (the optional extra is not needed)."""
+    log = json.loads((FIXTURES / "inspect_log.json").read_text())
+    errored = {"id": 99, "epoch": 1, "input": "q", "events": [], "error": {"message": "429 Too Many"}}
+    log["samples"].append(errored)
+    monkeypatch.setattr("car.importers.inspect_log._read", lambda path: log)
+    return _write(tmp_path, log, "errsample.json")
+
+
+def test_an_inspect_sample_that_errored_before_any_model_call_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = _inspect_log(monkeypatch, tmp_path)
+    (t,) = import_file(f)
+    assert t.source is not None and t.source.locator == "sample 1 epoch 1"
+    (line,) = _skips(caplog)
+    assert line.startswith(f"{f}: run 1 skipped: $.samples[1]: expected a sample with at least one")
+    assert "the sample errored: 429 Too Many" in line
+
+
+def test_car_validate_and_import_item_0_keep_the_good_samples(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    f = _inspect_log(monkeypatch, tmp_path)
+    assert run(["validate", str(f)]) == 0
+    assert capsys.readouterr().out.startswith(f"{f} (sample 1 epoch 1): ok:")
+    assert run(["import", str(f), "--item", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "inspect/arith/1/epoch-1"
+    # the command line names itself, as its errors do; --item 0 warns of no other run
+    assert [m.split(": run ")[0] for m in _skips(caplog)] == [f"car: warning: {f}"]
+
+
+def test_an_otlp_trace_whose_every_call_failed_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def chat(trace: str, sid: int, *, failed: bool) -> dict[str, Any]:
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "q"}]}]
+            ),
+        }
+        if not failed:
+            out = [{"role": "assistant", "parts": [{"type": "text", "content": "a"}]}]
+            attrs["gen_ai.output.messages"] = json.dumps(out)
+        span: dict[str, Any] = {
+            "traceId": trace * 32,
+            "spanId": f"{sid:016x}",
+            "name": "chat",
+            "startTimeUnixNano": str(sid),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+        }
+        if failed:
+            span["status"] = {"code": 2, "message": "429 rate limit"}
+        return span
+
+    spans = [chat("a", 1, failed=True), chat("b", 2, failed=False)]
+    f = _write(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    (t,) = import_file(f)
+    assert t.id == "b" * 32
+    (line,) = _skips(caplog)
+    assert line.startswith(
+        f"{f}: run 0 skipped: $.resourceSpans[0].scopeSpans[0].spans[0]: expected a model call "
+        "that did not fail"
+    )
+    assert f"every model call of trace {'a' * 32} failed" in line
+
+
+# -- --item N counts runs as the file holds them ---------------------------------------------------
+
+
+def test_item_counts_skipped_runs_and_names_the_one_picked_when_it_is_bad(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    f = _write(tmp_path, [_tau(1), _tau(2, []), _tau(3)])
+    assert load_any(f, item=2).id == "tau-bench/runs/task-3"
+    assert _skips(caplog) == []  # the run picked is fine: the others are none of its business
+    with pytest.raises(InputError) as exc:
+        load_any(f, item=1)
+    assert str(exc.value) == f"{f}: $[1]: {_EMPTY}; item=1 picks this run, which cannot be imported"
+    assert run(["import", str(f), "--item", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"car: error: {f}: $[1]: {_EMPTY}; --item 1 picks this run, which cannot be imported\n"
+    with pytest.raises(InputError, match=r"item=3 is out of range: the file holds 3 runs \(0 to 2\)"):
+        load_any(f, item=3)
+
+
+def test_a_file_of_several_runs_lists_them_by_their_index_in_the_file(tmp_path: Path) -> None:
+    f = _write(tmp_path, [_tau(1), _tau(2, []), _tau(3)])
+    with pytest.raises(InputError) as exc:
+        load_any(f)
+    assert "holds 3 runs (0: $[0], 1: cannot be imported, 2: $[2]); pick one" in str(exc.value)
+    # one run that imports is the file's run, as `car import` writes it
+    assert load_any(_write(tmp_path, [_tau(1, []), _tau(2)], "two.json")).id == "tau-bench/two/task-2"
+
+
+def test_a_file_none_of_whose_runs_imports_is_one_line_naming_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    f = _write(tmp_path, [_tau(1, []), _tau(2, [])])
+    assert run(["import", str(f), "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"car: error: {f}: $[0]: {_EMPTY}; none of the file's 2 runs can be imported\n"
+    )
+    assert _skips(caplog) == [] and not (tmp_path / "out").exists()
+
+
+def test_car_import_to_a_directory_writes_the_good_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = _write(tmp_path, [_tau(1), _tau(2, []), _tau(3)])
+    assert run(["import", str(f), "-o", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "tau-bench_runs_task-1.json",
+        "tau-bench_runs_task-3.json",
+    ]
+    assert run(["import", str(f)]) == 2
+    assert "holds 3 runs; write them to a directory with -o DIR, or pick one with --item N (0 to 2)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_skip_warning_is_one_line_on_stderr_of_the_command(tmp_path: Path) -> None:
+    # in-process, pytest's log capture takes the record; the real command has no handler but
+    # Python's last resort, which writes the message to stderr as it is
+    f = _write(tmp_path, [_tau(1), _tau(2, [])])
+    done = subprocess.run(
+        [sys.executable, "-m", "car", "validate", str(f)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.startswith(f"{f} ($[0]): ok:")
+    assert done.stderr == f"car: warning: {f}: run 1 skipped: $[1]: {_EMPTY}\n"
 
 
 # -- a native trace nested too deep: validate and import agree --------------------------------------
