@@ -1,7 +1,8 @@
 """`car import`: write the runs of a foreign file as `car.trace/v1` files.
 
-One run goes to `-o FILE` (or stdout); several go to `-o DIR`, one file per run, named after the trace
-id (an `-o` that is a file, or ends in `.json`, is refused for several runs). Missing parent
+One run goes to `-o FILE` (or stdout: no `-o`, or `-o -`); several go to `-o DIR`, one file per run,
+named after the trace id (an `-o` that is a file, ends in `.json`, or is `-`, is refused for several
+runs: one JSON document per trace is what car reads back). Missing parent
 directories are made. An existing file is never half-written: each trace is written to a temporary
 name and renamed.
 """
@@ -87,34 +88,40 @@ def write_imported(
     runs = None if item is not None else import_file(file, fmt)
     traces = list(runs) if runs is not None else [load_any(file, fmt, item)]
     lines = [f"imported {_summary(t)}" for t in traces]
-    if len(traces) == 1 and (output is None or not is_folder(output)):
-        if output is None:
+    dest = None if output is None or str(output) == "-" else output  # `-o -` is stdout
+    if len(traces) == 1 and (dest is None or not is_folder(dest)):
+        if dest is None:
             sys.stdout.write(_encoded(traces[0], "stdout", file).decode("utf-8"))
         else:
-            _write(output, traces[0], file)
-            lines.append(f"wrote {output}")
+            _write(dest, traces[0], file)
+            lines.append(f"wrote {dest}")
         return lines
     n = len(traces)
-    # where car may not look, `output` is taken as no directory: writing it names the error
-    if output is None or (
-        not is_folder(output) and (os.path.exists(output) or output.suffix.lower() == ".json")
+    # where car may not look, `dest` is taken as no directory: writing it names the error
+    if dest is None or (
+        not is_folder(dest) and (os.path.exists(dest) or dest.suffix.lower() == ".json")
     ):
-        named = "" if output is None else f"-o {output} names a file; "
+        if output is None:
+            named = ""
+        elif dest is None:
+            named = "-o - writes one trace to stdout; "
+        else:
+            named = f"-o {output} names a file; "
         held = len(runs.entries) if runs is not None else n  # --item counts skipped runs too
         raise InputError(
             f"{file}: holds {held} runs; {named}write them to a directory with -o DIR, or pick one "
             f"with --item N (0 to {held - 1})"
         )
     try:
-        output.mkdir(parents=True, exist_ok=True)
+        dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"{output}: cannot create the directory ({os_reason(exc)})") from None
+        raise InputError(f"{dest}: cannot create the directory ({os_reason(exc)})") from None
     used: set[str] = set()
     for t in traces:
         name = _safe(t.id)
         while name in used:
             name += "_"
         used.add(name)
-        _write(output / f"{name}.json", t, file)
-    lines.append(f"wrote {n} trace{'s' if n != 1 else ''} to {output}")
+        _write(dest / f"{name}.json", t, file)
+    lines.append(f"wrote {n} trace{'s' if n != 1 else ''} to {dest}")
     return lines

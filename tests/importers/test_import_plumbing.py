@@ -17,6 +17,7 @@ from cli_helpers import run
 
 from car.errors import InputError
 from car.importers import Runs, import_file, load_any
+from car.trace import parse_trace
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,6 +201,34 @@ def test_the_skip_warning_is_one_line_on_stderr_of_the_command(tmp_path: Path) -
     )
     assert done.returncode == 0 and done.stdout.startswith(f"{f} ($[0]): ok:")
     assert done.stderr == f"car: warning: {f}: run 1 skipped: $[1]: {_EMPTY}\n"
+
+
+# -- -o - is stdout ----------------------------------------------------------------------------------
+
+
+def test_dash_output_writes_the_trace_to_stdout_not_a_file_named_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    f = _write(tmp_path, [_tau(1)])
+    assert run(["import", str(f), "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert parse_trace(json.loads(out)).id == "tau-bench/runs/task-1"
+    assert "wrote" not in err and not (tmp_path / "-").exists()
+
+
+def test_dash_output_refuses_several_runs_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    f = _write(tmp_path, [_tau(1), _tau(2)])
+    assert run(["import", str(f), "-o", "-"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and not (tmp_path / "-").exists()
+    assert err == (
+        f"car: error: {f}: holds 2 runs; -o - writes one trace to stdout; write them to a "
+        "directory with -o DIR, or pick one with --item N (0 to 1)\n"
+    )
 
 
 # -- a native trace nested too deep: validate and import agree --------------------------------------
