@@ -40,6 +40,7 @@ class NativeTrace:
 def _builtins() -> list[Importer]:
     from car.importers.anthropic import AnthropicMessages
     from car.importers.inspect_log import InspectLog
+    from car.importers.mini_swe_agent import MiniSweAgent
     from car.importers.openai_chat import OpenAIChat
     from car.importers.otel import OtlpJson
     from car.importers.responses import OpenAIResponses
@@ -50,6 +51,7 @@ def _builtins() -> list[Importer]:
         NativeTrace(),
         WhoAndWhen(),
         TauBench(),
+        MiniSweAgent(),  # before openai-chat: its messages are a chat list too
         InspectLog(),
         OtlpJson(),
         OpenAIResponses(),
