@@ -39,6 +39,7 @@ class NativeTrace:
 
 def _builtins() -> list[Importer]:
     from car.importers.anthropic import AnthropicMessages
+    from car.importers.atif import Atif
     from car.importers.inspect_log import InspectLog
     from car.importers.mini_swe_agent import MiniSweAgent
     from car.importers.openai_chat import OpenAIChat
@@ -52,6 +53,7 @@ def _builtins() -> list[Importer]:
         WhoAndWhen(),
         TauBench(),
         MiniSweAgent(),  # before openai-chat: its messages are a chat list too
+        Atif(),
         InspectLog(),
         OtlpJson(),
         OpenAIResponses(),

@@ -1,4 +1,4 @@
-"""mini-swe-agent trajectories: steps, actors, observations, calls, sniffing, bad input."""
+"""mini-swe-agent trajectories and ATIF: steps, actors, observations, calls, sniffing, bad input."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def _write(tmp_path: Path, name: str, data: Any) -> Path:
     [
         ("mini_swe_agent.traj.json", "mini-swe-agent"),
         ("mini_swe_agent_toolcall.traj.json", "mini-swe-agent"),
+        ("atif.json", "atif"),
         # ordinary chat files are still what they were
         ("openai_chat.json", "openai-chat"),
         ("anthropic.json", "anthropic"),
@@ -52,6 +53,7 @@ def test_plain_chat_lists_are_never_claimed() -> None:
     # a request with metadata, even one that mentions a trajectory, stays a chat request
     assert detect({**chat, "metadata": {"trajectory_format": "mine"}}) == "openai-chat"
     assert detect({**chat, "trajectory_format": "something-else"}) == "openai-chat"
+    assert detect({"schema_version": "1.0", "steps": []}) != "atif"
 
 
 def test_mini_swe_agent_v1_text_based(fixtures: Path) -> None:
@@ -171,7 +173,108 @@ def test_mini_swe_agent_v2_text_based_rejected_reply_and_human_turns(tmp_path: P
     assert t.metadata["exit_status"] == "LimitsExceeded"
 
 
-@pytest.mark.parametrize("name", ["mini_swe_agent.traj.json", "mini_swe_agent_toolcall.traj.json"])
+def test_atif(fixtures: Path) -> None:
+    t = load_any(fixtures / "atif.json")
+    assert t.fidelity is not None and t.fidelity.class_ == "B"
+    assert t.id == "7f3c2a10-session-demo"
+    assert [s.actor for s in t.steps] == [
+        "user",
+        "inventory-agent",
+        "inventory-agent",
+        "inventory-agent",
+    ]
+    agent = t.actor("inventory-agent")
+    assert agent is not None and agent.system_prompt is not None
+    assert agent.system_prompt.startswith("You manage stock")
+    assert [tool["name"] for tool in agent.tools] == ["stock_level", "reorder"]
+    assert t.decision_steps == (1, 2, 3)
+    parallel = t.steps[1]
+    assert [c.id for c in parallel.action.tool_calls] == ["call_a12", "call_b7"]
+    assert parallel.action.tool_calls[0].arguments == {"sku": "A-12"}
+    assert {o.call_id: o.content for o in parallel.observations} == {
+        "call_a12": '{"sku": "A-12", "units": 31}',
+        "call_b7": '{"sku": "B-7", "units": 4}',
+    }
+    assert parallel.action.reasoning == (
+        {"reasoning_content": "Two independent lookups; run them together."},
+    )
+    assert parallel.metadata["step_id"] == 3
+    assert parallel.metadata["metrics"] == {
+        "prompt_tokens": 412,
+        "completion_tokens": 58,
+        "cost_usd": 0.0004,
+    }
+    assert parallel.sampling is not None and parallel.sampling.model == "gpt-4.1-mini"
+    assert t.steps[2].observations[0].content == "order 9913 placed: A-12 x 20"
+    assert t.metadata["schema_version"] == "ATIF-v1.5"
+    assert t.metadata["final_metrics"]["total_steps"] == 5
+    assert codes(t) == {"thinking-not-replayed"}
+
+
+def test_atif_parts_unkeyed_results_orphans_and_subagents(tmp_path: Path) -> None:
+    data = {
+        "schema_version": "ATIF-v1.7",
+        "trajectory_id": "traj-1",
+        "agent": {"name": "a", "version": "1"},
+        "steps": [
+            {
+                "step_id": 1,
+                "source": "user",
+                "message": [
+                    {"type": "text", "text": "What is in the picture?"},
+                    {"type": "image", "source": {"media_type": "image/png", "path": "p.png"}},
+                ],
+                "is_copied_context": True,
+            },
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "",
+                "tool_calls": [{"tool_call_id": 5, "function_name": "look", "arguments": '{"x": 1}'}],
+                "observation": {
+                    "results": [
+                        {"source_call_id": "5", "content": "a cat"},
+                        {"content": "note without a call"},
+                        {"source_call_id": "zz", "content": "stray"},
+                        {"source_call_id": None, "subagent_trajectory_ref": [{"session_id": "s2"}]},
+                    ]
+                },
+            },
+            {"step_id": 3, "source": "system", "message": "Context was compacted."},
+        ],
+        "subagent_trajectories": [{"schema_version": "ATIF-v1.7", "steps": []}],
+    }
+    (t,) = import_file(_write(tmp_path, "run.json", data))
+    assert t.id == "traj-1"
+    assert t.steps[0].action.text == "What is in the picture?"
+    assert t.steps[0].metadata["copied_context"] is True
+    step = t.steps[1]
+    assert step.action.tool_calls[0].id == "5" and step.action.tool_calls[0].raw_arguments == '{"x": 1}'
+    assert [(o.call_id, o.content) for o in step.observations] == [
+        ("5", "a cat"),
+        (None, "note without a call"),
+        (None, "stray"),
+        (None, '[{"session_id": "s2"}]'),
+    ]
+    assert t.steps[2].actor == "user" and t.steps[2].metadata["role"] == "system"
+    assert codes(t) >= {
+        "attachments-unresolved",
+        "orphan-tool-result",
+        "items-skipped",
+        "sampling-missing",
+    }
+
+
+def test_several_atif_trajectories_are_several_runs(tmp_path: Path, fixtures: Path) -> None:
+    one = json.loads((fixtures / "atif.json").read_text())
+    traces = import_file(_write(tmp_path, "runs.json", [one, {**one, "session_id": "other"}]))
+    assert [t.id for t in traces] == ["7f3c2a10-session-demo", "other"]
+    assert traces[1].source is not None and traces[1].source.locator == "$[1]"
+
+
+@pytest.mark.parametrize(
+    "name", ["mini_swe_agent.traj.json", "mini_swe_agent_toolcall.traj.json", "atif.json"]
+)
 def test_validate_and_import(
     tmp_path: Path, fixtures: Path, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -215,6 +318,32 @@ BAD: list[tuple[str, Any, str]] = [
         {"trajectory_format": "mini-swe-agent-1", "messages": [{"role": "user", "content": "t"}]},
         "$: expected at least one turn",
     ),
+    (
+        "atif-source.json",
+        {"schema_version": "ATIF-v1.4", "session_id": "s", "steps": [{"step_id": 1, "source": "bot"}]},
+        "$.steps[0].source: expected the step's source ('system', 'user' or 'agent'), got the string",
+    ),
+    (
+        "atif-call.json",
+        {
+            "schema_version": "ATIF-v1.4",
+            "steps": [{"source": "agent", "message": "", "tool_calls": [{"tool_call_id": "c"}]}],
+        },
+        "$.steps[0].tool_calls[0].function_name: expected the tool name, got null",
+    ),
+    (
+        "atif-results.json",
+        {
+            "schema_version": "ATIF-v1.4",
+            "steps": [{"source": "agent", "message": "x", "observation": {"results": "ok"}}],
+        },
+        "$.steps[0].observation.results: expected a list of results, got the string",
+    ),
+    (
+        "atif-step-id.json",
+        {"schema_version": "ATIF-v1.4", "steps": [{"step_id": "1", "source": "user", "message": ""}]},
+        "$.steps[0].step_id: expected the step's ordinal (an integer), got the string",
+    ),
 ]
 
 
@@ -237,6 +366,7 @@ def test_bad_input_is_one_located_line(
 NEW_FIXTURES = {
     "mini_swe_agent.traj.json": "mini-swe-agent",
     "mini_swe_agent_toolcall.traj.json": "mini-swe-agent",
+    "atif.json": "atif",
 }
 
 
