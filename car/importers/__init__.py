@@ -146,11 +146,13 @@ def _runs(path: str | Path, fmt: str) -> Runs:
 
 
 def _broken_native(data: dict[str, object]) -> bool:
-    """A native trace whose header did not sniff (`"version": "v1"`, a number): it names a `version`
-    beside car's `steps` or `actors`. A foreign format no importer claims that has `steps` of its
-    own is no car trace: it gets "not recognised" and the list of formats, not the native format's
-    "missing version" and its advice to use `car import`."""
-    return "version" in data and ("steps" in data or "actors" in data)
+    """A native trace whose header did not sniff: it names a `version` (`"v1"`, a number) beside
+    car's `steps` or `actors`, or has both of those and lost its `version` (hand-edited). A foreign
+    format no importer claims that has `steps` of its own (ATIF's steps beside its `agent`) is no
+    car trace: it gets "not recognised" and the list of formats, not the native format's "missing
+    version" and its advice to use `car import`."""
+    native_parts = ("steps" in data) + ("actors" in data)
+    return native_parts == 2 or ("version" in data and native_parts > 0)
 
 
 def load_any(path: str | Path, fmt: str = "auto", item: int | None = None) -> Trace:

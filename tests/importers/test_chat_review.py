@@ -247,7 +247,8 @@ def test_a_native_trace_too_deep_to_write_is_one_line_exit_2(
     out = tmp_path / "out.json"
     assert run(["import", str(path), "-o", str(out)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"car: error: {path}: cannot write trace 'chat' to {out}: the value at $.steps[1].metadata "
-        f"is nested 300 levels deep, and car writes at most {MAX_NESTING}; flatten it in the input"
+        f"car: error: {path}: $.steps[1].metadata: expected a value nested at most {MAX_NESTING} "
+        "levels deep, got one nested 300 levels deep, which car cannot write; flatten it"
     )
     assert not out.exists()
+    assert run(["validate", str(path)]) == 2  # refused on reading, as car import does
