@@ -58,8 +58,9 @@ def _rows_for(trace: Trace, file: str, item: int | None) -> Row:
 
 def check_path(path: Path, fmt: str = "auto") -> list[Row]:
     """One row per run in `path` (a file, or every trace file under a directory); an entry of the
-    directory that cannot be read or checked is a failed row of its own."""
-    from car.importers import import_file
+    directory that cannot be read or checked is a failed row of its own, and so is a run that
+    cannot be imported, under its index in the file (`car import` skips it with a warning)."""
+    from car.importers import _runs
 
     entries = walk(path) if is_folder(path) else [Entry(str(path))]
     rows: list[Row] = []
@@ -68,12 +69,16 @@ def check_path(path: Path, fmt: str = "auto") -> list[Row]:
             rows.append(Row(file=entry.path, error=entry.error))
             continue
         try:
-            traces = import_file(Path(entry.path), fmt)
+            runs = _runs(Path(entry.path), fmt).entries
         except CarError as exc:
             rows.append(Row(file=entry.path, error=" ".join(str(exc).split())))
             continue
-        many = len(traces) > 1
-        rows += [_rows_for(t, entry.path, i if many else None) for i, t in enumerate(traces)]
+        for i, run in enumerate(runs):
+            item = i if len(runs) > 1 else None
+            if isinstance(run, Trace):
+                rows.append(_rows_for(run, entry.path, item))
+            else:
+                rows.append(Row(file=entry.path, error=" ".join(str(run).split()), item=item))
     return rows
 
 

@@ -291,6 +291,21 @@ def test_validate_shows_file_names_and_errors_literally(
     assert rows["run[bold].json"][0] == "openai-responses"
 
 
+def test_validate_dir_shows_a_run_that_cannot_be_imported_as_a_failed_row(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run was skipped with a warning on stderr only: the table listed the good run as `#0`,
+    said "0 failed" and exited 0."""
+    runs = json.loads((fixtures / "tau_bench.json").read_text())
+    runs[0]["traj"] = []
+    (tmp_path / "tau.json").write_text(json.dumps(runs))
+    assert run(["validate", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line.split()[2] for line in out.splitlines() if "tau.json" in line}
+    assert rows == {"#0": "FAILED", "#1": "tau-bench"}
+    assert out.rstrip().endswith("1 file, 1 run ok, 1 failed")
+
+
 def test_validate_of_one_file_says_what_each_warning_is(
     fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
