@@ -526,8 +526,8 @@ def import_(
         str,
         typer.Option(
             "--from",
-            help="auto (sniff), car, who-and-when, tau-bench, inspect, otel, openai-responses, "
-            "anthropic, openai-chat, or an installed importer plugin.",
+            help="auto (sniff), car, who-and-when, tau-bench, mini-swe-agent, atif, inspect, otel, "
+            "openai-responses, anthropic, openai-chat, or an installed importer plugin.",
             metavar="FORMAT",
         ),
     ] = "auto",
