@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -468,12 +469,17 @@ def test_malformed_files_get_one_line_and_exit_2(
 ) -> None:
     f = tmp_path / name
     f.write_text(content)
-    for command in (
-        ["validate", str(f)],
-        ["import", str(f)],
-        ["blame", str(f), "--policy", "sim:pivot"],
-    ):
-        assert run(command) == 2
+    commands = (["validate"], ["import"], ["blame", "--policy", "sim:pivot"])
+    assert_one_located_line(f, commands, expected, capsys)
+
+
+def assert_one_located_line(
+    f: Path, commands: Iterable[list[str]], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each command (its name and options) on `f` exits 2 with one error line naming `f`, which
+    says `expected`, and no traceback."""
+    for command in commands:
+        assert run([command[0], str(f), *command[1:]]) == 2
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert len(lines) == 1, err

@@ -11,7 +11,7 @@ import pytest
 from cli_helpers import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_bad_input import JSON, _convert, _paths, _replace
+from test_bad_input import JSON, _convert, _paths, _replace, assert_one_located_line
 from tests_fixture_path import FIXTURES
 
 from car.importers import detect, import_file, load_any, read_document
@@ -352,14 +352,7 @@ def test_bad_input_is_one_located_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, data: Any, expected: str
 ) -> None:
     f = _write(tmp_path, name, data)
-    for command in (["validate", str(f)], ["import", str(f)]):
-        assert run(command) == 2
-        err = capsys.readouterr().err
-        lines = err.strip().splitlines()
-        assert len(lines) == 1, err
-        assert lines[0].startswith(f"car: error: {f}: "), lines[0]
-        assert expected in lines[0], lines[0]
-        assert "Traceback" not in err
+    assert_one_located_line(f, (["validate"], ["import"]), expected, capsys)
 
 
 # Fuzzed with test_bad_input's helpers (random JSON; every place in a value; one place replaced).
