@@ -4,8 +4,10 @@ car.testing.loopback   `LoopbackServer`: a real HTTP server on 127.0.0.1 speakin
                        Completions and Anthropic Messages formats, whose "model" is a scripted
                        stochastic program (a simulated scenario's decision program by default),
                        with fault injection (429 + Retry-After, 500, slow answers, dropped
-                       connections, malformed JSON, `n` or `seed` rejected), and Anthropic's
-                       thinking rules (signed blocks, `loopback_thinking`)
+                       connections, malformed JSON, an exhausted quota, refusals, content
+                       filtering, answers cut at max tokens, answers of the wrong shape, `n` or
+                       `seed` rejected, `n` answered with a 500 as llama.cpp does), and
+                       Anthropic's thinking rules (signed blocks, `loopback_thinking`)
 """
 
 from __future__ import annotations

@@ -16,9 +16,17 @@ deterministic, like vLLM or llama.cpp), else from the server's own generator.
 Faults (`Faults`) are a script consumed one request at a time, then random rates: "429" (with
 `Retry-After` and optionally `retry-after-ms`), "500", "503", "slow" (answers after `slow_seconds`),
 "drop" (closes the connection without answering), "malformed" (200 with a body that is not JSON),
-"echo" (400 whose message repeats the credentials received, to test that clients redact them).
-Capability switches: `n` ("ok" | "reject" | "ignore"), `seed` ("honour" | "ignore" | "reject"),
-`logprobs`, `temperature_with_top_p`. `latency` delays every answer (benchmarks).
+"echo" (400 whose message repeats the credentials received, to test that clients redact them),
+"quota" (OpenAI's 429 `insufficient_quota`: the account is out of credit). Faults that shape a
+200 answer: "refusal" (the model declines: OpenAI `message.refusal`, Anthropic a text with
+`stop_reason: "refusal"`), "content_filter" (the answer withheld: OpenAI `finish_reason:
+"content_filter"` with no content, Anthropic `stop_reason: "refusal"` with none), "length" (the
+model's answer, ended at max tokens: `finish_reason: "length"`, `stop_reason: "max_tokens"`),
+"bad_shape" (JSON of the wrong shape: OpenAI `tool_calls` an object, Anthropic `content` one).
+Capability switches: `n` ("ok" | "reject" | "reject-500" | "ignore"; "reject-500" answers as
+llama.cpp's server does, HTTP 500 "Only one completion choice is allowed"), `seed` ("honour" |
+"ignore" | "reject"), `logprobs`, `temperature_with_top_p`. `latency` delays every answer
+(benchmarks).
 
 Thinking (Anthropic): with `thinking` in a request the answer begins with a signed `thinking` block
 (`loopback_thinking`), and the request is held to the Messages API's rules: a budget of at least 1024
@@ -57,7 +65,23 @@ __all__ = [
 
 ModelFn = Callable[[Sequence[Message], Sequence[Mapping[str, Any]], float], Action]
 _Reply = tuple[int, bytes, dict[str, str]]
-Fault = Literal["ok", "429", "500", "503", "slow", "drop", "malformed", "echo"]
+Fault = Literal[
+    "ok",
+    "429",
+    "500",
+    "503",
+    "slow",
+    "drop",
+    "malformed",
+    "echo",
+    "quota",
+    "refusal",
+    "content_filter",
+    "length",
+    "bad_shape",
+]
+NMode = Literal["ok", "reject", "reject-500", "ignore"]
+REFUSAL = "I'm sorry, but I can't help with that."  # the text of a "refusal" fault's answer
 
 
 @dataclass
@@ -154,7 +178,7 @@ class LoopbackServer:
         default: ModelFn | None = None,
         latency: float = 0.0,
         faults: Faults | None = None,
-        n: Literal["ok", "reject", "ignore"] = "ok",
+        n: NMode = "ok",
         seed: Literal["honour", "ignore", "reject"] = "honour",
         logprobs: bool = True,
         temperature_with_top_p: bool = True,
@@ -342,6 +366,14 @@ class LoopbackServer:
             return 200, b'{"choices": [ {"message": ', {}
         if fault == "echo":
             return self._error(headers, 400, f"bad request from key {_credentials(headers)}")
+        if fault == "quota":
+            quota = {
+                "message": "You exceeded your current quota, please check your plan and billing"
+                " details.",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+            return 429, json.dumps({"error": quota}).encode(), {}
         if self.api_key is not None and _credentials(headers) != self.api_key:
             return self._error(headers, 401, "invalid API key")
         if method != "POST":
@@ -349,12 +381,12 @@ class LoopbackServer:
         if not isinstance(body, dict):
             return self._error(headers, 400, "the body is not a JSON object")
         if path.rstrip("/").endswith("/chat/completions"):
-            return self._chat(headers, body)
+            return self._chat(headers, body, fault)
         if path.rstrip("/").endswith("/messages"):
-            return self._messages(headers, body)
+            return self._messages(headers, body, fault)
         return self._error(headers, 404, f"no route {path}")
 
-    def _chat(self, headers: Mapping[str, str], body: dict[str, Any]) -> _Reply:
+    def _chat(self, headers: Mapping[str, str], body: dict[str, Any], fault: str = "ok") -> _Reply:
         srv = self
         name = str(body.get("model"))
         model = srv._model(name)
@@ -363,6 +395,8 @@ class LoopbackServer:
         n = int(body.get("n") or 1)
         if n > 1 and srv.n_mode == "reject":
             return self._error(headers, 400, "only n=1 is supported")
+        if n > 1 and srv.n_mode == "reject-500":  # llama.cpp's server
+            return self._error(headers, 500, "Only one completion choice is allowed")
         if n > 1 and srv.n_mode == "ignore":
             n = 1
         seed = body.get("seed")
@@ -386,11 +420,21 @@ class LoopbackServer:
                     }
                     for c in action.tool_calls
                 ]
+            finish = "tool_calls" if action.tool_calls else "stop"
+            if fault == "refusal":
+                msg = {"role": "assistant", "content": None, "refusal": REFUSAL}
+                finish = "stop"
+            elif fault == "content_filter":
+                msg, finish = {"role": "assistant", "content": None}, "content_filter"
+            elif fault == "length":
+                finish = "length"
+            elif fault == "bad_shape":
+                msg["tool_calls"] = {"id": "call_0", "function": "lookup_order"}
             choices.append(
                 {
                     "index": i,
                     "message": msg,
-                    "finish_reason": "tool_calls" if action.tool_calls else "stop",
+                    "finish_reason": finish,
                     "logprobs": {"content": []} if body.get("logprobs") and srv.logprobs else None,
                 }
             )
@@ -404,7 +448,7 @@ class LoopbackServer:
         }
         return 200, json.dumps(answer).encode(), {}
 
-    def _messages(self, headers: Mapping[str, str], body: dict[str, Any]) -> _Reply:
+    def _messages(self, headers: Mapping[str, str], body: dict[str, Any], fault: str = "ok") -> _Reply:
         srv = self
         name = str(body.get("model"))
         model = srv._model(name)
@@ -436,13 +480,23 @@ class LoopbackServer:
             {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
             for c in action.tool_calls
         ]
+        stop = "tool_use" if action.tool_calls else "end_turn"
+        shaped: object = content
+        if fault == "refusal":
+            shaped, stop = [{"type": "text", "text": REFUSAL}], "refusal"
+        elif fault == "content_filter":
+            shaped, stop = [], "refusal"
+        elif fault == "length":
+            stop = "max_tokens"
+        elif fault == "bad_shape":
+            shaped = content[0] if content else {"type": "text", "text": ""}
         answer = {
             "id": f"msg_{len(srv.requests)}",
             "type": "message",
             "role": "assistant",
             "model": srv.answer_model or name,
-            "content": content,
-            "stop_reason": "tool_use" if action.tool_calls else "end_turn",
+            "content": shaped,
+            "stop_reason": stop,
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
         return 200, json.dumps(answer).encode(), {}
@@ -560,9 +614,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument(
         "--n",
-        choices=["ok", "reject", "ignore"],
+        choices=["ok", "reject", "reject-500", "ignore"],
         default="ok",
-        help="how the server treats n > 1 (several choices per request; default: ok)",
+        help="how the server treats n > 1 (several choices per request; default: ok; reject-500:"
+        " HTTP 500 as llama.cpp's server)",
     )
     ap.add_argument(
         "--seed",
