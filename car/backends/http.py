@@ -10,6 +10,15 @@
   builds a backend per trace finds a dead server once, not once per trace; it lasts `GIVE_UP_SECONDS`
   (a long-lived process tries again after that) and any HTTP response from the server clears it.
   A backend that has had an answer keeps its retries (a 503 or a timeout mid-run is transient).
+- A server that answers but keeps failing is given up on too: once `GIVE_UP_AFTER` requests in a row
+  (no success between them) have used all their attempts, every later request to that base URL fails
+  at once with the error the last of them gave, for `GIVE_UP_SECONDS`; a success clears it. Without
+  this a server that always fails (500s, an exhausted account) costs every rollout its full retries.
+- OpenAI's 429 `insufficient_quota` is a billing limit, not a rate limit: it fails at once (and
+  later requests with it), whatever the status says.
+- `post_json(..., optional=True)` is for a request whose failure the caller reads as an answer (a
+  capability probe after the server has answered a plain request): it is tried once, and any error
+  status but 429, a dropped connection, a timeout or a malformed body raises at once.
 - `AdaptiveLimiter` is one limit per backend (base URL), shared by every rollout, judge and simulated
   environment that talks to that server: it halves on a 429 (once per congestion episode) and grows by
   one slot per `limit` successes, up to `max_concurrency`.
@@ -59,7 +68,8 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
-GIVE_UP_SECONDS = 30.0  # how long a server that never answered is failed at once, per base URL
+GIVE_UP_SECONDS = 30.0  # how long a server given up on is failed at once, per base URL
+GIVE_UP_AFTER = 3  # requests in a row that used all their attempts before the server is given up on
 _PER_SHARD = 8  # requests in flight per httpx client
 MAX_WAIT = 60.0  # the longest single wait between attempts, whatever the server asks
 
@@ -201,6 +211,9 @@ class _Reachability:
     answered_at: float = float("-inf")  # `_now()` of the latest HTTP response, whatever its status
     verdict: str | None = None  # "cannot reach ...": why requests fail at once (without the name)
     until: float = 0.0  # `_now()` when the verdict lapses
+    exhausted: int = 0  # requests in a row, no success between them, that used all their attempts
+    failing: str | None = None  # the error later requests fail with at once (without the name)
+    failing_until: float = 0.0  # `_now()` when `failing` lapses
 
 
 _REACHABILITY: dict[str, _Reachability] = {}
@@ -233,6 +246,7 @@ class Stats:
     retries: int = 0
     rate_limited: int = 0
     failures: int = 0
+    failed_at_once: int = 0  # failures without a request: the server was given up on
     by_reason: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)  # summed `usage` of the answers
 
@@ -323,8 +337,12 @@ class HttpBackend:
             for client in clients:
                 await client.aclose()
 
-    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """POST `body` to `path`; the parsed JSON object, or `BackendError` once retries run out."""
+    async def post_json(
+        self, path: str, body: Mapping[str, Any], *, optional: bool = False
+    ) -> dict[str, Any]:
+        """POST `body` to `path`; the parsed JSON object, or `BackendError` once retries run out.
+        `optional`: only a 429 is retried; any other failure raises at once (see the module
+        docstring), as `HTTPStatusFailure` when the server answered with an error status."""
         url = f"{self.base_url}/{path.lstrip('/')}"
         payload = json.dumps(body).encode()
         headers = {"content-type": "application/json"}
@@ -334,8 +352,10 @@ class HttpBackend:
             verdict = self._given_up()
             if verdict is not None:
                 self.stats.failures += 1
+                self.stats.failed_at_once += 1
                 raise BackendError(verdict) from None
             retry_after: float | None = None
+            rate_limited = False
             async with self.limiter.slot() as epoch:
                 self.stats.requests += 1
                 try:
@@ -360,22 +380,38 @@ class HttpBackend:
                             self.stats.note("malformed")
                         else:
                             if isinstance(data, dict):
+                                self._reach.exhausted = 0  # it works: nobody gives up on it
+                                self._reach.failing = None
                                 self.limiter.succeeded()
                                 self.stats.count_usage(data.get("usage"))
                                 return data
                             last = f"HTTP {status} with JSON that is not an object: {text[:80]!r}"
                             self.stats.note("malformed")
-                    elif status in RETRY_STATUSES or status >= 500:
+                    elif status == 429 and _out_of_quota(text):
+                        self.stats.failures += 1
+                        self.stats.note("429 insufficient_quota")
+                        failing = (
+                            f"{url}: HTTP 429 insufficient_quota: the account is out of quota or "
+                            "credit, a billing limit and not a rate limit (retrying cannot help; "
+                            "check the plan and billing details)"
+                        )
+                        self._give_up(failing)
+                        message = self._redact(f"{self.name}: {failing}")
+                        raise HTTPStatusFailure(message, status, self._redact(text)) from None
+                    elif status == 429 or (not optional and (status in RETRY_STATUSES or status >= 500)):
                         retry_after = retry_after_seconds(resp.headers)
                         last = f"HTTP {status}: {_error_text(text)}"
                         self.stats.note(str(status))
                         if status == 429:
+                            rate_limited = True
                             self.stats.rate_limited += 1
                             self.limiter.rate_limited(epoch)
                     else:
-                        self.stats.failures += 1
+                        self.stats.failures += not optional  # a probe's "no" is an answer
                         message = self._redact(f"{self.name}: {url}: HTTP {status}: {_error_text(text)}")
                         raise HTTPStatusFailure(message, status, self._redact(text)) from None
+            if optional and not rate_limited:
+                raise BackendError(self._redact(f"{self.name}: {url}: {last}")) from None
             if attempt + 1 < self.max_attempts:
                 self.stats.retries += 1
                 await asyncio.sleep(
@@ -392,14 +428,27 @@ class HttpBackend:
             )
             self._reach.until = _now() + GIVE_UP_SECONDS
             raise BackendError(self._redact(f"{self.name}: {self._reach.verdict}")) from None
-        raise BackendError(
-            self._redact(f"{self.name}: {url}: gave up after {tries}; last: {last}")
-        ) from None
+        given_up = f"{url}: gave up after {tries}; last: {last}"
+        if self.max_attempts > 1:  # with one attempt there are no retries to save
+            self._reach.exhausted += 1
+            if self._reach.exhausted >= GIVE_UP_AFTER:
+                self._give_up(given_up)
+        raise BackendError(self._redact(f"{self.name}: {given_up}")) from None
+
+    def _give_up(self, failing: str) -> None:
+        """Fail every request to this server at once with `failing` for a while (module docstring)."""
+        self._reach.failing = self._redact(failing)
+        self._reach.failing_until = _now() + GIVE_UP_SECONDS
 
     def _given_up(self) -> str | None:
         """The error every request fails with at once while the server is given up on, else None.
-        A backend that has had an answer keeps its retries whatever other backends concluded."""
+        A backend that has had an answer keeps its retries when the server never answered others,
+        but not when it answers with failures only (`failing`)."""
         reach = self._reach
+        if reach.failing is not None:
+            if _now() < reach.failing_until:
+                return self._redact(f"{self.name}: {reach.failing}")
+            reach.failing = None  # long enough: try again (one more exhausted request gives up)
         if self._answered or reach.verdict is None:
             return None
         if _now() >= reach.until:
@@ -416,9 +465,21 @@ class HttpBackend:
         return (
             f"{self.name} at {self._redact(self.base_url)}: {s.requests} requests, {s.retries} retried"
             + (f" ({reasons})" if reasons else "")
-            + f", {s.failures} failed; concurrency limit cut {self.limiter.cuts} times,"
+            + f", {s.failures} failed"
+            + (f" ({s.failed_at_once} at once: the server was given up on)" if s.failed_at_once else "")
+            + f"; concurrency limit cut {self.limiter.cuts} times,"
             f" now {int(self.limiter.limit)}"
         )
+
+
+def _out_of_quota(body: str) -> bool:
+    """Whether an error body is OpenAI's `insufficient_quota` (its `error.code` or `error.type`)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    err = data.get("error") if isinstance(data, dict) else None
+    return isinstance(err, dict) and "insufficient_quota" in (err.get("code"), err.get("type"))
 
 
 def _error_text(body: str) -> str:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from car.backends.common import ServerPolicy, api_key, recorded_models, sampling_params
-from car.backends.http import HttpBackend, HTTPStatusFailure, notice
+from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, server_url
 from car.backends.wire import action_from_openai, openai_messages, openai_tools
 from car.errors import BackendError
@@ -75,16 +75,21 @@ def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend
     )
 
 
-_REJECTED = frozenset({400, 422})  # "I do not take that parameter"; 401/404/... are real failures
-
-
 async def _accepts(http: HttpBackend, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The answer to an optional probe, or None: the server does not do that. Asked once the plain
+    request has succeeded (the server is up, the key and model are right), so a failure here is
+    about the parameter: llama.cpp answers `n > 1` with HTTP 500, others with 400 or 422. Not
+    retried (but for 429): retrying a refusal only multiplies it."""
     try:
-        return await http.post_json("chat/completions", body)
-    except HTTPStatusFailure as exc:
-        if exc.status in _REJECTED:
-            return None
-        raise
+        return await http.post_json("chat/completions", body, optional=True)
+    except BackendError:
+        return None
+
+
+def _choices(data: Mapping[str, Any]) -> int:
+    """How many choices an answer holds (0 when `choices` is not a list: a malformed answer)."""
+    choices = data.get("choices")
+    return len(choices) if isinstance(choices, list) else 0
 
 
 def _first_text(data: Mapping[str, Any] | None) -> str | None:
@@ -98,8 +103,9 @@ def _first_text(data: Mapping[str, Any] | None) -> str | None:
 
 
 async def probe(http: HttpBackend, model: str) -> Capabilities:
-    """Ask the server, with tiny requests, what it supports. Transient failures are retried by the
-    HTTP layer; if they persist the probe fails (never concluding "unsupported" from an outage)."""
+    """Ask the server, with tiny requests, what it supports. The plain request is retried by the
+    HTTP layer and, if it still fails, so does the probe (never concluding "unsupported" from an
+    outage); the optional ones are asked once it succeeded, each once (`_accepts`)."""
     # No temperature or max_tokens in the base request: reasoning models reject both.
     base: dict[str, Any] = {
         "model": model,
@@ -117,16 +123,16 @@ async def probe(http: HttpBackend, model: str) -> Capabilities:
         if isinstance(r, BaseException):
             raise r
     n_resp, seed_a, logp, both = (r if isinstance(r, dict) else None for r in results)
-    n_ok = n_resp is not None and len(n_resp.get("choices") or ()) == 2
+    n_ok = n_resp is not None and _choices(n_resp) == 2
     seed_ok = seed_a is not None
     repeatable = False
     if seed_ok:
         seed_b = await _accepts(http, {**base, "seed": 12345})
         repeatable = seed_b is not None and _first_text(seed_a) == _first_text(seed_b)
     logprobs_ok = False
-    if logp is not None:
-        choices = logp.get("choices") or [{}]
-        logprobs_ok = isinstance(choices[0], dict) and choices[0].get("logprobs") is not None
+    if logp is not None and _choices(logp):
+        first = logp["choices"][0]
+        logprobs_ok = isinstance(first, dict) and first.get("logprobs") is not None
     return Capabilities(n_ok, seed_ok, repeatable, logprobs_ok, both is not None)
 
 
