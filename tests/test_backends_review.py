@@ -1,13 +1,15 @@
-"""Model backends against faults a review found: llama.cpp's answer to `n > 1`, and servers that
-always fail or whose account is out of quota."""
+"""Model backends against faults a review found: refusals and content filtering, llama.cpp's answer to
+`n > 1`, servers that always fail or whose account is out of quota, answers of the wrong shape."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import car
@@ -19,11 +21,13 @@ from car.backends.http import HttpBackend
 from car.backends.openai import OpenAIPolicy, capabilities
 from car.backends.openai import openai_backend as make_http
 from car.backends.options import BackendOptions, configure
+from car.backends.wire import action_from_anthropic, action_from_openai
 from car.errors import BackendError
+from car.importers import load_any
 from car.rng import EventKey
 from car.sim import scenario_for
 from car.testing import Faults, LoopbackServer, ScenarioModel
-from car.trace import Action, Trace
+from car.trace import Action, Trace, load_trace
 from tests.conftest import ROOT
 from tests.test_backends_policies import _decision
 
@@ -76,6 +80,80 @@ def _draw(policy: ServerPolicy, trace: Trace, samples: int = 1) -> list[Action |
 def _decisions(server: LoopbackServer) -> int:
     """Requests that were decisions, not capability probes (those ask for "random word"s)."""
     return sum(1 for _, b in server.requests if "random word" not in json.dumps(b))
+
+
+# -- 1. refusals, content filtering, answers cut at max tokens ---------------------------------------
+def test_a_sampled_refusal_is_the_action_text_as_the_importer_reads_a_recorded_one(
+    tmp_path: Path,
+) -> None:
+    refusal = "I can't help with that."
+    chat = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "refusal": refusal},
+        ],
+    }
+    (tmp_path / "chat.json").write_text(json.dumps(chat))
+    recorded = load_any(tmp_path / "chat.json").steps[1].action
+    sampled = action_from_openai({"content": None, "refusal": refusal}, fallback_id="c")
+    assert sampled.text == refusal
+    assert sampled.signature() == recorded.signature()  # a sampled refusal matches a recorded one
+
+
+def test_refusals_are_draws_and_the_notes_count_them() -> None:
+    trace = load_trace(TRACE)
+    with _server(faults=Faults(rates={"refusal": 1.0})) as server:
+        policy = _policy("openai", server, trace)
+        actions = _draw(policy, trace, samples=3)
+    assert [a.text for a in actions if isinstance(a, Action)] == [REFUSAL] * 3
+    assert "openai:support-refund: 3 of 3 draws were refusals" in policy.notes()
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_an_answer_withheld_by_a_content_filter_is_an_error_naming_the_backend(kind: str) -> None:
+    trace = load_trace(TRACE)
+    # The probe gets through (6 requests); every decision is filtered.
+    faults = Faults(script=["ok"] * 6 if kind == "openai" else [], rates={"content_filter": 1.0})
+    with _server(faults=faults) as server:
+        policy = _policy(kind, server, trace)
+        (result,) = _draw(policy, trace)
+        decisions = _decisions(server)
+    assert isinstance(result, BackendError)
+    assert str(result).startswith(f"{kind}:support-refund: ")
+    assert "refus" in str(result) or "content filter" in str(result)
+    assert decisions == 1  # not retried
+    assert not any("draws" in n for n in policy.notes())  # and not counted as a draw
+
+
+def test_a_refusal_with_text_over_anthropic_is_a_draw() -> None:
+    trace = load_trace(TRACE)
+    with _server(faults=Faults(rates={"refusal": 1.0})) as server:
+        policy = _policy("anthropic", server, trace)
+        (action,) = _draw(policy, trace)
+    assert isinstance(action, Action) and action.text == REFUSAL
+    assert "anthropic:support-refund: 1 of 1 draws were refusals" in policy.notes()
+
+
+@pytest.mark.parametrize(
+    ("kind", "max_tokens", "limit"),
+    [("openai", 64, "max_tokens 64"), ("anthropic", None, "max_tokens 1024")],
+)
+def test_draws_cut_at_max_tokens_are_counted(kind: str, max_tokens: int | None, limit: str) -> None:
+    trace = load_trace(TRACE)
+    with _server(faults=Faults(rates={"length": 1.0})) as server:
+        policy = _policy(kind, server, trace, max_tokens=max_tokens)
+        actions = _draw(policy, trace, samples=4)
+    assert all(isinstance(a, Action) for a in actions)
+    assert f"{kind}:support-refund: 4 of 4 draws were cut at {limit}" in policy.notes()
+
+
+def test_the_report_says_how_many_draws_were_cut() -> None:
+    faults = Faults(script=["ok"] * 6, rates={"length": 0.5}, seed=1)
+    with _server(faults=faults) as server, configure(base_url=server.url, max_tokens=200):
+        report = car.blame(TRACE, policy=POLICY, samples=4, match_samples=2, method="contrastive")
+    line = next(n for n in report.notes if "draws were cut" in n)
+    assert line.startswith("openai:support-refund: ") and line.endswith("at max_tokens 200")
 
 
 # -- 2. llama.cpp answers n > 1 with HTTP 500 -----------------------------------------------------------
@@ -181,3 +259,59 @@ def test_a_blame_against_a_server_that_always_fails_ends_quickly() -> None:
     # ones in flight meanwhile), the rest fail at once.
     assert sent < 6 + 6 * 6
     assert rollouts * 6 > 3 * sent
+
+
+# -- 4. answers of the wrong shape --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"content": None, "tool_calls": {"oops": 1}}, "message.tool_calls an object"),
+        ({"content": None, "tool_calls": [{"function": "x"}]}, "tool_calls[0].function a string"),
+        ({"content": None, "tool_calls": ["x"]}, "tool_calls[0] a string"),
+        ({"content": 42}, "message.content a number"),
+        ({"tool_calls": [{"function": {"name": 7, "arguments": "{}"}}]}, "function.name a number"),
+    ],
+)
+def test_a_message_of_the_wrong_shape_is_a_backend_error_naming_backend_and_field(
+    message: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(BackendError) as info:
+        action_from_openai(message, fallback_id="c", source="openai:gpt-x")
+    assert str(info.value).startswith("openai:gpt-x: ") and field in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ([{"type": "tool_use", "id": "t", "name": ["x"], "input": 3}], "content[0].name a list"),
+        (["text"], "content[0] a string"),
+        ([{"type": "text", "text": 5}], "content[0].text a number"),
+    ],
+)
+def test_anthropic_blocks_of_the_wrong_shape_are_backend_errors(content: list[Any], field: str) -> None:
+    with pytest.raises(BackendError) as info:
+        action_from_anthropic(content, source="anthropic:claude-x")
+    assert str(info.value).startswith("anthropic:claude-x: ") and field in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_malformed_answer_from_a_server_names_the_policy(kind: str) -> None:
+    trace = load_trace(TRACE)
+    faults = Faults(script=["ok"] * 6 if kind == "openai" else [], rates={"bad_shape": 1.0})
+    with _server(faults=faults) as server:
+        (result,) = _draw(_policy(kind, server, trace), trace)
+    assert isinstance(result, BackendError), repr(result)
+    assert str(result).startswith(f"{kind}:support-refund: the server answered with ")
+
+
+def test_choices_that_are_not_a_list_name_the_policy() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:  # every answer's choices are an object
+        return httpx.Response(200, json={"choices": {"0": {"message": {"content": "hi"}}}})
+
+    url = "http://127.0.0.1:9/v1"  # never contacted: the transport answers
+    http = HttpBackend("openai", url, {}, transport=httpx.MockTransport(handler))
+    trace = load_trace(TRACE)
+    policy = OpenAIPolicy("m", trace, options=_options(url), http=http)
+    (result,) = _draw(policy, trace)
+    assert isinstance(result, BackendError), repr(result)
+    assert str(result) == "openai:m: the server answered with choices an object, expected a list"

@@ -27,12 +27,13 @@ from car.backends.common import ServerPolicy, api_key, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
 from car.backends.options import BackendOptions, describe_thinking, server_url, thinking_config
 from car.backends.wire import (
-    action_from_anthropic,
+    Draw,
     anthropic_messages,
     anthropic_thinking,
     anthropic_tools,
+    draw_from_anthropic,
 )
-from car.errors import BackendError, InputError
+from car.errors import InputError
 from car.protocols import Decision
 from car.rng import EventKey
 from car.trace import Action, Sampling, Step, Trace
@@ -63,12 +64,10 @@ def anthropic_backend(opts: BackendOptions, *, name: str = "anthropic") -> HttpB
     )
 
 
-async def messages_call(http: HttpBackend, body: dict[str, Any]) -> Action:
+async def messages_call(http: HttpBackend, body: dict[str, Any], *, source: str = "") -> Draw:
+    """One Messages API request's answer; errors name `source` (default: the backend's name)."""
     data = await http.post_json("v1/messages", body)
-    content = data.get("content")
-    if not isinstance(content, list):
-        raise BackendError(f"{http.name}: the server answered without content blocks")
-    return action_from_anthropic([b for b in content if isinstance(b, dict)])
+    return draw_from_anthropic(data, source=source or http.name)
 
 
 class AnthropicPolicy(ServerPolicy):
@@ -153,15 +152,17 @@ class AnthropicPolicy(ServerPolicy):
         if thinking is not None:
             self._think(body, thinking)  # what it changes was said at the start
         try:
-            return await messages_call(self.http, body)
+            draw = await messages_call(self.http, body, source=self.spec)
         except HTTPStatusFailure as exc:
             both = "temperature" in body and "top_p" in body
-            if exc.status == 400 and both and "top_p" in exc.body:
-                self._pair_rejected = True
-                notice(f"{self.spec}: the model rejects temperature with top_p; dropping top_p")
-                body.pop("top_p")
-                return await messages_call(self.http, body)
-            raise
+            if not (exc.status == 400 and both and "top_p" in exc.body):
+                raise
+            self._pair_rejected = True
+            notice(f"{self.spec}: the model rejects temperature with top_p; dropping top_p")
+            body.pop("top_p")
+            draw = await messages_call(self.http, body, source=self.spec)
+        self.count_draw(model, draw, body.get("max_tokens"))
+        return draw.action
 
     def _params(self, sampling: Sampling | None) -> dict[str, Any]:
         """The sampling part of a request: the recorded parameters, the user's overrides, and
@@ -200,6 +201,7 @@ class AnthropicPolicy(ServerPolicy):
     def notes(self) -> list[str]:
         out = [f"{self.spec}: no seed in the Messages API: samples are independent (no coupling)"]
         out += self._thinking_notes
+        out += self.draw_notes()
         summary = self.http.summary()
         if summary:
             out.append(summary)

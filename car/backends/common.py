@@ -1,13 +1,16 @@
 """What the OpenAI and Anthropic policies share: key lookup, model resolution, sampling parameters,
-and the base class that holds a policy's options, model, spec and HTTP backend."""
+and the base class that holds a policy's options, model, spec and HTTP backend, and counts how its
+draws ended (refusals, answers cut at max tokens) for the report's notes."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, cache_config, current
+from car.backends.wire import Draw
 from car.errors import BackendError, InputError
 from car.protocols import Decision
 from car.trace import Sampling, Trace
@@ -33,6 +36,7 @@ class ServerPolicy:
         self.model = resolve_model(self.kind, model, trace)
         self.spec = spec or f"{self.kind}:{model or ''}"
         self.http = http or self.connect(self.options)
+        self._endings: dict[str, _Endings] = {}
         self.started(trace)
 
     def connect(self, options: BackendOptions) -> HttpBackend:
@@ -62,6 +66,42 @@ class ServerPolicy:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+    def count_draw(self, model: str, draw: Draw, max_tokens: object) -> None:
+        """Count a draw of `model` asked with `max_tokens` (None: not sent) by how it ended."""
+        ends = self._endings.setdefault(model, _Endings())
+        ends.draws += 1
+        ends.refusals += draw.refused
+        if draw.cut:
+            ends.cut += 1
+            ends.limits.add(max_tokens if isinstance(max_tokens, int) else None)
+
+    def draw_notes(self) -> list[str]:
+        """A line per model whose draws include refusals, and one for draws cut at max tokens: a
+        match rate or a locus resting on them is worth knowing."""
+        out = []
+        for model, ends in sorted(self._endings.items()):
+            who, of = f"{self.kind}:{model}", f"{{}} of {ends.draws} draws"
+            if ends.refusals:
+                out.append(f"{who}: {of.format(ends.refusals)} were refusals")
+            if ends.cut:
+                sent = sorted(x for x in ends.limits if x is not None)
+                limit = " or ".join(map(str, sent))
+                where = f"max_tokens {limit}" if sent else "max_tokens"
+                if None in ends.limits:
+                    where += (" or " if sent else " ") + "(the server's default: none was sent)"
+                out.append(f"{who}: {of.format(ends.cut)} were cut at {where}")
+        return out
+
+
+@dataclass
+class _Endings:
+    """How one model's draws ended."""
+
+    draws: int = 0
+    refusals: int = 0
+    cut: int = 0
+    limits: set[int | None] = field(default_factory=set)  # the max_tokens the cut draws were asked with
 
 
 def api_key(

@@ -10,8 +10,8 @@ from car.backends.anthropic import DEFAULT_MAX_TOKENS, anthropic_backend, messag
 from car.backends.http import HttpBackend
 from car.backends.openai import capabilities, openai_backend
 from car.backends.options import BackendOptions
-from car.backends.wire import action_from_openai
-from car.errors import BackendError, SpecError
+from car.backends.wire import draw_from_openai, openai_choices
+from car.errors import SpecError
 from car.rng import EventKey
 
 __all__ = ["Completer", "parse_backend_model"]
@@ -58,7 +58,7 @@ class Completer:
             }
             if opts.temperature is not None:
                 body["temperature"] = opts.temperature
-            return (await messages_call(self.http, body)).text
+            return (await messages_call(self.http, body, source=self.name)).action.text
         caps = await capabilities(self.http, self.model)
         body = {
             "model": self.model,
@@ -70,10 +70,8 @@ class Completer:
         if caps.seed:
             body["seed"] = key.seed32()
         data = await self.http.post_json("chat/completions", body)
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise BackendError(f"{self.name}: the server answered without choices")
-        return action_from_openai(choices[0].get("message") or {}, fallback_id="call").text
+        choice = openai_choices(data, source=self.name)[0]
+        return draw_from_openai(choice, source=self.name, fallback_id="call").action.text
 
     async def aclose(self) -> None:
         await self.http.aclose()

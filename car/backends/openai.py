@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from car.backends.common import ServerPolicy, api_key, recorded_models, sampling_params
 from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, server_url
-from car.backends.wire import action_from_openai, openai_messages, openai_tools
+from car.backends.wire import (
+    Draw,
+    draw_from_openai,
+    openai_choices,
+    openai_messages,
+    openai_tools,
+)
 from car.errors import BackendError
 from car.protocols import Decision
 from car.rng import EventKey
@@ -210,12 +216,19 @@ class OpenAIPolicy(ServerPolicy):
 
     async def _one(self, body: dict[str, Any], step: int) -> Action:
         data = await self.http.post_json("chat/completions", body)
-        return self._actions(data, 1, step)[0]
+        draw = self._draws(data, 1, step)[0]
+        if isinstance(draw, BackendError):
+            raise draw
+        return self._drawn(body, draw)
 
-    def _actions(self, data: Mapping[str, Any], want: int, step: int) -> list[Action]:
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise BackendError(f"{self.spec}: the server answered without choices")
+    def _drawn(self, body: Mapping[str, Any], draw: Draw) -> Action:
+        self.count_draw(str(body.get("model")), draw, body.get("max_tokens"))
+        return draw.action
+
+    def _draws(self, data: Mapping[str, Any], want: int, step: int) -> list[Draw | BackendError]:
+        """Up to `want` choices' draws, a choice that is no draw (withheld by a content filter, of
+        the wrong shape) as its error: the other choices of an n-request still count."""
+        choices = openai_choices(data, source=self.spec)
         got = data.get("model")
         if isinstance(got, str) and got not in self._seen_models:
             self._seen_models.add(got)
@@ -223,12 +236,14 @@ class OpenAIPolicy(ServerPolicy):
             known = self._recorded | {asked}
             if not any(got == m or got.startswith(m) for m in known if m):
                 notice(f"{self.spec}: the server answered with model {got!r}")
-        out = []
+        out: list[Draw | BackendError] = []
         for i, choice in enumerate(choices[:want]):
-            msg = choice.get("message") if isinstance(choice, dict) else None
-            if not isinstance(msg, dict):
-                raise BackendError(f"{self.spec}: choice {i} has no message")
-            out.append(action_from_openai(msg, fallback_id=f"call_{step}_{i}"))
+            try:
+                out.append(
+                    draw_from_openai(choice, source=self.spec, fallback_id=f"call_{step}_{i}", index=i)
+                )
+            except BackendError as exc:
+                out.append(exc)
         return out
 
     async def _merged(self, body: dict[str, Any], key: EventKey, step: int) -> Action:
@@ -251,10 +266,13 @@ class OpenAIPolicy(ServerPolicy):
             chunk = group[start : start + MAX_N]
             try:
                 if len(chunk) == 1:
-                    actions = [await self._one(body, step)]
+                    actions: list[Action | BackendError] = [await self._one(body, step)]
                 else:
                     data = await self.http.post_json("chat/completions", {**body, "n": len(chunk)})
-                    actions = self._actions(data, len(chunk), step)
+                    actions = [
+                        d if isinstance(d, BackendError) else self._drawn(body, d)
+                        for d in self._draws(data, len(chunk), step)
+                    ]
                     while len(actions) < len(chunk):  # the server returned fewer choices
                         actions.append(await self._one(body, step))
             except BaseException as exc:
@@ -265,7 +283,11 @@ class OpenAIPolicy(ServerPolicy):
                     raise
                 continue
             for (_, f), action in zip(chunk, actions, strict=True):
-                if not f.done():
+                if f.done():
+                    continue
+                if isinstance(action, BackendError):
+                    f.set_exception(action)
+                else:
                     f.set_result(action)
 
     def notes(self) -> list[str]:
@@ -278,6 +300,7 @@ class OpenAIPolicy(ServerPolicy):
                 else ("merged into n-requests, uncoupled" if caps.n else "independent, uncoupled")
             )
             out.append(f"{self.spec}: {model} {caps.describe()}; samples {how}")
+        out += self.draw_notes()
         summary = self.http.summary()
         if summary:
             out.append(summary)

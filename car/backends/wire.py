@@ -17,6 +17,14 @@ OpenAI's custom (free-form) tools take text, plain or matching a grammar, instea
 say which kind of tool it called (the importers keep a custom call's input as `raw_arguments`, like any
 call's argument string), so a call is sent back as a custom call when the actor's tools define a custom
 tool of its name (`custom_tool_names`).
+
+Answers: `draw_from_openai` (one of `openai_choices`) and `draw_from_anthropic` read a response into a
+`Draw`, the action and how it ended. A refusal is the action's text, as the importers read a recorded
+one: it is what the agent would have received. An answer a content filter withheld (OpenAI
+`finish_reason: "content_filter"` with no content, Anthropic `stop_reason: "refusal"` with none) hides
+the model's decision: it is a `BackendError`, never an action. So is an answer of the wrong shape
+(`tool_calls` that is not a list, a `function` that is not an object, ...), naming the backend (the
+`source` given) and the field.
 """
 
 from __future__ import annotations
@@ -26,10 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from car.errors import BackendError
 from car.jsonfile import reject_constant
 from car.trace import Action, Message, ToolCall
 
 __all__ = [
+    "Draw",
     "ToolSchema",
     "action_from_anthropic",
     "action_from_openai",
@@ -38,8 +48,11 @@ __all__ = [
     "anthropic_tools",
     "custom_tool",
     "custom_tool_names",
+    "draw_from_anthropic",
+    "draw_from_openai",
     "messages_from_anthropic",
     "messages_from_openai",
+    "openai_choices",
     "openai_messages",
     "openai_tools",
     "tool_schema",
@@ -176,28 +189,118 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_unparsed": raw}
 
 
-def action_from_openai(message: Mapping[str, Any], *, fallback_id: str) -> Action:
-    """An `Action` from a Chat Completions `choices[i].message`."""
-    text = message.get("content") or ""
-    if isinstance(text, list):  # some servers send content parts
-        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+@dataclass(frozen=True)
+class Draw:
+    """One sampled answer: its action, and how the model ended it."""
+
+    action: Action
+    refused: bool = False  # the model declined (OpenAI `refusal`, Anthropic stop_reason "refusal")
+    cut: bool = False  # stopped at max tokens (finish_reason "length", stop_reason "max_tokens")
+
+
+def _shape(value: object) -> str:
+    """What a JSON value is, for an error message ("a string", "an object", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {str: "a string", dict: "an object", list: "a list", int: "a number", float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _wrong(source: str, where: str, value: object, expected: str) -> BackendError:
+    return BackendError(
+        f"{source}: the server answered with {where} {_shape(value)}, expected {expected}"
+    )
+
+
+def _openai_text(content: object, *, source: str, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _wrong(source, where, content, "text, a list of parts or null")
+    out = []
+    for part in content:  # some servers send content parts
+        if isinstance(part, dict):
+            value = part.get("text") if part.get("type") != "refusal" else part.get("refusal")
+            out.append(value if isinstance(value, str) else "")
+    return "".join(out)
+
+
+def action_from_openai(
+    message: Mapping[str, Any], *, fallback_id: str, source: str = "openai", where: str = "message"
+) -> Action:
+    """An `Action` from a Chat Completions `choices[i].message`. Its `refusal` is its text (added to
+    any content it does not repeat), as the openai-chat importer reads a recorded one. A message of
+    the wrong shape is a `BackendError` naming `source` and the field (`where` is its path)."""
+    text = _openai_text(message.get("content"), source=source, where=f"{where}.content")
+    refusal = message.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        raise _wrong(source, f"{where}.refusal", refusal, "text or null")
+    if refusal and refusal not in text:
+        text = f"{text}\n{refusal}" if text else refusal
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise _wrong(source, f"{where}.tool_calls", tool_calls, "a list of calls")
     calls = []
-    for i, tc in enumerate(message.get("tool_calls") or ()):
-        fn = tc.get("function") or {}
-        raw = fn.get("arguments")
+    for i, tc in enumerate(tool_calls or ()):
+        at = f"{where}.tool_calls[{i}]"
+        if not isinstance(tc, dict):
+            raise _wrong(source, at, tc, "an object")
+        fn, field, arg = tc.get("function"), "function", "arguments"
         if not fn and (tc.get("type") == "custom" or "custom" in tc):
-            fn = tc.get("custom") or {}  # a custom tool's call: free-form `input`, no `arguments`
-            raw = fn.get("input")
+            # A custom tool's call: free-form `input`, no `arguments`.
+            fn, field, arg = tc.get("custom"), "custom", "input"
+        if not isinstance(fn, dict):
+            raise _wrong(source, f"{at}.{field}", fn, "an object with the tool's name")
+        name = fn.get("name")
+        if name is not None and not isinstance(name, str):
+            raise _wrong(source, f"{at}.{field}.name", name, "a string")
+        raw = fn.get(arg)
         raw_text = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
         calls.append(
             ToolCall(
                 id=str(tc.get("id") or f"{fallback_id}_{i}"),
-                name=str(fn.get("name") or "?"),
+                name=name or "?",
                 arguments=parse_arguments(raw_text),
                 raw_arguments=raw_text,
             )
         )
-    return Action(text=str(text), tool_calls=tuple(calls))
+    return Action(text=text, tool_calls=tuple(calls))
+
+
+def openai_choices(data: Mapping[str, Any], *, source: str) -> list[Any]:
+    """A Chat Completions response's `choices`: a list of at least one, else a `BackendError`."""
+    choices = data.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise _wrong(source, "choices", choices, "a list")
+    if not choices:
+        raise BackendError(f"{source}: the server answered without choices")
+    return choices
+
+
+def draw_from_openai(choice: object, *, source: str, fallback_id: str, index: int = 0) -> Draw:
+    """The `Draw` of one Chat Completions choice (see the module docstring)."""
+    where = f"choices[{index}]"
+    if not isinstance(choice, dict):
+        raise _wrong(source, where, choice, "an object")
+    message, finish = choice.get("message"), choice.get("finish_reason")
+    filtered = BackendError(
+        f"{source}: the server's content filter withheld the answer (finish_reason "
+        "content_filter, no content): the model's decision is unknown, so it is not a draw"
+    )
+    if message is None and finish == "content_filter":
+        raise filtered
+    if not isinstance(message, dict):
+        raise _wrong(source, f"{where}.message", message, "an object")
+    action = action_from_openai(
+        message, fallback_id=fallback_id, source=source, where=f"{where}.message"
+    )
+    if finish == "content_filter" and not action.text.strip() and not action.tool_calls:
+        raise filtered
+    return Draw(action, refused=bool(message.get("refusal")), cut=finish == "length")
 
 
 def messages_from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -268,23 +371,53 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
     return system, out
 
 
-def action_from_anthropic(content: Sequence[Mapping[str, Any]]) -> Action:
-    """An `Action` from a Messages API response's `content` blocks."""
-    texts = [str(b.get("text", "")) for b in content if b.get("type") == "text"]
+def action_from_anthropic(content: Sequence[Any], *, source: str = "anthropic") -> Action:
+    """An `Action` from a Messages API response's `content` blocks. A block of the wrong shape is a
+    `BackendError` naming `source` and the block."""
+    texts: list[str] = []
     calls: list[ToolCall] = []
-    for b in content:
-        if b.get("type") == "tool_use":
+    for i, b in enumerate(content):
+        if not isinstance(b, dict):
+            raise _wrong(source, f"content[{i}]", b, "a content block (an object)")
+        kind = b.get("type")
+        if kind == "text":
+            text = b.get("text", "")
+            if not isinstance(text, str):
+                raise _wrong(source, f"content[{i}].text", text, "a string")
+            texts.append(text)
+        elif kind == "tool_use":
+            name = b.get("name")
+            if name is not None and not isinstance(name, str):
+                raise _wrong(source, f"content[{i}].name", name, "a string")
             args, raw = _anthropic_input(b.get("input"))
             calls.append(
                 ToolCall(
                     id=str(b.get("id") or f"toolu_{len(calls)}"),
-                    name=str(b.get("name") or "?"),
+                    name=name or "?",
                     arguments=args,
                     raw_arguments=raw,
                 )
             )
     thinking = anthropic_thinking([dict(b) for b in content])
     return Action(text="".join(texts), tool_calls=tuple(calls), reasoning=tuple(thinking))
+
+
+def draw_from_anthropic(data: Mapping[str, Any], *, source: str) -> Draw:
+    """The `Draw` of a Messages API response (see the module docstring)."""
+    content, stop = data.get("content"), data.get("stop_reason")
+    if content is None and stop == "refusal":
+        content = []
+    if content is None:
+        raise BackendError(f"{source}: the server answered without content blocks")
+    if not isinstance(content, list):
+        raise _wrong(source, "content", content, "a list of content blocks")
+    action = action_from_anthropic(content, source=source)
+    if stop == "refusal" and not action.text.strip() and not action.tool_calls:
+        raise BackendError(
+            f"{source}: the model refused without an answer (stop_reason refusal, no content): "
+            "its decision is unknown, so it is not a draw"
+        )
+    return Draw(action, refused=stop == "refusal", cut=stop == "max_tokens")
 
 
 def anthropic_thinking(reasoning: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
