@@ -1,11 +1,12 @@
 """Model backends against faults a review found: refusals and content filtering, llama.cpp's answer to
-`n > 1`, servers that always fail or whose account is out of quota, answers of the wrong shape."""
+`n > 1`, servers that always fail or whose account is out of quota, answers of the wrong shape,
+servers that ignore `seed`, and where an `api_key_env` setting came from."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,12 @@ from car.backends.openai import OpenAIPolicy, capabilities
 from car.backends.openai import openai_backend as make_http
 from car.backends.options import BackendOptions, configure
 from car.backends.wire import action_from_anthropic, action_from_openai
-from car.errors import BackendError
+from car.errors import BackendError, InputError
 from car.importers import load_any
 from car.rng import EventKey
 from car.sim import scenario_for
-from car.testing import Faults, LoopbackServer, ScenarioModel
-from car.trace import Action, Trace, load_trace
+from car.testing import Faults, LoopbackServer, ScenarioModel, TextModel
+from car.trace import Action, Message, Trace, load_trace
 from tests.conftest import ROOT
 from tests.test_backends_policies import _decision
 
@@ -315,3 +316,74 @@ def test_choices_that_are_not_a_list_name_the_policy() -> None:
     (result,) = _draw(policy, trace)
     assert isinstance(result, BackendError), repr(result)
     assert str(result) == "openai:m: the server answered with choices an object, expected a list"
+
+
+# -- 5. a server that ignores seed --------------------------------------------------------------------
+def test_a_server_that_ignores_seed_is_said_to_draw_uncoupled_samples() -> None:
+    # The default model answers with a random word: what a real model does asked for one. (A
+    # scenario's model answers the probe alike whatever the seed: it decides by turn count.)
+    trace = load_trace(TRACE)
+    with LoopbackServer(seed="ignore") as server:
+        policy = OpenAIPolicy("any", trace, options=_options(server.url))
+        _draw(policy, trace)
+    (line,) = [n for n in policy.notes() if "samples" in n]
+    assert "not seed_repeatable" in line and "uncoupled" in line
+    assert "common random numbers" not in line
+
+
+def _same_answer_to_plain_questions(
+    messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float
+) -> Action:
+    """A model that answers a plain question the same way every time (as a model does at a low
+    default temperature) and a request for a random number at random."""
+    if "random number" in messages[-1].content:
+        return TextModel()(messages, tools, u)
+    return Action(text="banana")
+
+
+def test_the_seed_probe_is_not_fooled_by_a_model_that_always_answers_alike() -> None:
+    async def main(server: LoopbackServer) -> openai_backend.Capabilities:
+        http = make_http(_options(server.url))
+        try:
+            return await capabilities(http, "any")
+        finally:
+            await http.aclose()
+
+    with LoopbackServer(default=_same_answer_to_plain_questions, seed="ignore") as server:
+        caps = asyncio.run(main(server))
+        seeded = [b for _, b in server.requests if "seed" in b]
+    assert caps.seed and not caps.seed_repeatable
+    assert seeded and all(b.get("temperature") == 1.0 for b in seeded)
+
+
+# -- 6. where api_key_env came from ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("file", "text", "where"),
+    [
+        ("car.toml", 'api_key_env = "VLLM_KEY"\n', "car.toml: api_key_env = 'VLLM_KEY'"),
+        (
+            "pyproject.toml",
+            '[tool.car]\napi_key_env = "VLLM_KEY"\n',
+            "pyproject.toml: [tool.car]: api_key_env = 'VLLM_KEY'",
+        ),
+    ],
+)
+def test_an_unset_key_variable_named_in_the_configuration_names_the_file(
+    run_cli: Any, monkeypatch: pytest.MonkeyPatch, file: str, text: str, where: str
+) -> None:
+    monkeypatch.delenv("VLLM_KEY", raising=False)
+    Path(file).write_text(text)
+    result = run_cli("blame", TRACE, "--policy", POLICY, "--base-url", "http://127.0.0.1:9/v1")
+    assert result.code == 2
+    assert where in result.err and "not set or empty" in result.err
+    assert "--api-key-env" not in result.err
+
+
+def test_an_unset_key_variable_names_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_KEY", raising=False)
+    opts = BackendOptions(base_url="http://127.0.0.1:9/v1", api_key_env="VLLM_KEY")
+    with pytest.raises(InputError, match=r"^--api-key-env VLLM_KEY: "):
+        make_http(opts)  # not in the environment or a file: the flag (or `configure`) set it
+    monkeypatch.setenv("CAR_API_KEY_ENV", "VLLM_KEY")
+    with pytest.raises(InputError, match=r"^environment variable CAR_API_KEY_ENV=VLLM_KEY: "):
+        make_http(opts)

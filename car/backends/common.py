@@ -11,7 +11,7 @@ from typing import ClassVar
 from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, cache_config, current
 from car.backends.wire import Draw
-from car.errors import BackendError, InputError
+from car.errors import BackendError, CarError, InputError
 from car.protocols import Decision
 from car.trace import Sampling, Trace
 
@@ -113,13 +113,33 @@ def api_key(
     if key:
         return key
     if opts.api_key_env:
-        raise InputError(f"--api-key-env {var}: that environment variable is not set or empty")
+        raise InputError(f"{_key_env_source(var)}: that environment variable is not set or empty")
     if base_url.rstrip("/") == vendor_url.rstrip("/"):
         raise InputError(
             f"{vendor} needs an API key: set {default_var} in the environment "
             "(or name another variable with --api-key-env)"
         )
     return None
+
+
+def _key_env_source(name: str) -> str:
+    """Where the `api_key_env` setting `name` came from, as `server_url` names a base URL's source:
+    a `CAR_API_KEY_ENV` variable or the configuration file that holds this name (the command line
+    wins over both, so a flag with another name was not read from them), else `--api-key-env`."""
+    for var, value in os.environ.items():
+        if var.startswith("CAR_") and var[4:].lower() == "api_key_env" and value == name:
+            return f"environment variable {var}={name}"
+    from car.config import find_config  # only on this error path: it reads the configuration file
+
+    try:
+        found = find_config()
+    except CarError:  # an unreadable file is reported where the settings are read
+        found = None
+    if found is not None and found[1].get("api_key_env") == name:
+        path, _ = found
+        where = f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
+        return f"{where}: api_key_env = {name!r}"
+    return f"--api-key-env {name}"
 
 
 def recorded_models(trace: Trace | None) -> set[str]:

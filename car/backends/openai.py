@@ -10,7 +10,8 @@ temperature and top_p may be sent together. How the k samples of a step are draw
 
 - seed accepted: one request per sample, seeded from the sample's event key (`EventKey.seed32`), so a
   seeded server (vLLM, llama.cpp, Ollama) reproduces every draw and arms that share a replicate share
-  its noise. A deterministic server would otherwise return k copies of one answer.
+  its noise (if the seed is repeatable; else the samples are uncoupled). A deterministic server would
+  otherwise return k copies of one answer.
 - no seed but `n`: concurrent samples of one identical request are merged into one request with `n`
   (they are exchangeable draws, and the prompt is processed once).
 - neither: independent requests.
@@ -108,6 +109,13 @@ def _first_text(data: Mapping[str, Any] | None) -> str | None:
     return canonical_json([msg.get("content"), msg.get("tool_calls")])
 
 
+# The seed probe's prompt, sent at temperature 1 (which reasoning models accept too): its answer
+# varies from draw to draw unless a seed fixes it, so two equal answers to one seed show the seed
+# at work. A fixed prompt at the default temperature fooled the probe: a model that answered it
+# the same way every time passed for a server that repeats seeds.
+_RANDOM = "Reply with one random word and a random number between 1 and 1000000, nothing else."
+
+
 async def probe(http: HttpBackend, model: str) -> Capabilities:
     """Ask the server, with tiny requests, what it supports. The plain request is retried by the
     HTTP layer and, if it still fails, so does the probe (never concluding "unsupported" from an
@@ -118,9 +126,15 @@ async def probe(http: HttpBackend, model: str) -> Capabilities:
         "messages": [{"role": "user", "content": "Reply with one random word."}],
     }
     await http.post_json("chat/completions", base)  # auth, model name, reachability: fail loudly
+    seeded = {
+        **base,
+        "messages": [{"role": "user", "content": _RANDOM}],
+        "temperature": 1.0,
+        "seed": 12345,
+    }
     results = await asyncio.gather(
         _accepts(http, {**base, "n": 2}),
-        _accepts(http, {**base, "seed": 12345}),
+        _accepts(http, seeded),
         _accepts(http, {**base, "logprobs": True}),
         _accepts(http, {**base, "temperature": 1.0, "top_p": 0.9}),
         return_exceptions=True,  # let every probe finish before failing: no request left behind
@@ -133,7 +147,7 @@ async def probe(http: HttpBackend, model: str) -> Capabilities:
     seed_ok = seed_a is not None
     repeatable = False
     if seed_ok:
-        seed_b = await _accepts(http, {**base, "seed": 12345})
+        seed_b = await _accepts(http, seeded)
         repeatable = seed_b is not None and _first_text(seed_a) == _first_text(seed_b)
     logprobs_ok = False
     if logp is not None and _choices(logp):
@@ -294,11 +308,12 @@ class OpenAIPolicy(ServerPolicy):
         """Lines for the report: what the server supports and anything that went wrong on the wire."""
         out = []
         for model, caps in sorted(self._used.items()):
-            how = (
-                "seeded per sample (common random numbers)"
-                if caps.seed
-                else ("merged into n-requests, uncoupled" if caps.n else "independent, uncoupled")
-            )
+            if caps.seed and caps.seed_repeatable:
+                how = "seeded per sample (common random numbers)"
+            elif caps.seed:
+                how = "seeded per sample but uncoupled: the server does not repeat a seed's answer"
+            else:
+                how = "merged into n-requests, uncoupled" if caps.n else "independent, uncoupled"
             out.append(f"{self.spec}: {model} {caps.describe()}; samples {how}")
         out += self.draw_notes()
         summary = self.http.summary()
