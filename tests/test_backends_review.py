@@ -138,7 +138,11 @@ def test_a_refusal_with_text_over_anthropic_is_a_draw() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "max_tokens", "limit"),
-    [("openai", 64, "max_tokens 64"), ("anthropic", None, "max_tokens 1024")],
+    [
+        ("openai", 64, "max_tokens 64"),
+        ("openai", None, "the server's default max_tokens (none was sent)"),
+        ("anthropic", None, "max_tokens 1024"),
+    ],
 )
 def test_draws_cut_at_max_tokens_are_counted(kind: str, max_tokens: int | None, limit: str) -> None:
     trace = load_trace(TRACE)

@@ -85,12 +85,10 @@ class ServerPolicy:
             if ends.refusals:
                 out.append(f"{who}: {of.format(ends.refusals)} were refusals")
             if ends.cut:
-                sent = sorted(x for x in ends.limits if x is not None)
-                limit = " or ".join(map(str, sent))
-                where = f"max_tokens {limit}" if sent else "max_tokens"
+                limits = [f"max_tokens {x}" for x in sorted(x for x in ends.limits if x is not None)]
                 if None in ends.limits:
-                    where += (" or " if sent else " ") + "(the server's default: none was sent)"
-                out.append(f"{who}: {of.format(ends.cut)} were cut at {where}")
+                    limits.append("the server's default max_tokens (none was sent)")
+                out.append(f"{who}: {of.format(ends.cut)} were cut at {' or '.join(limits)}")
         return out
 
 
