@@ -275,7 +275,10 @@ def test_blame_end_to_end_with_thinking(
     out, err = capsys.readouterr()
     assert code == 0, err
     report = json.loads(out)
-    assert report["budget"]["errored"] == 0 and report["locus"] == 1
+    # Every drawn turn carries its own signed blocks, so no rollout stands for another arm's (rows
+    # share nothing): at 8 samples the point of commitment may land on the lookup (step 0), whose
+    # rescue rate equals the plan's, as well as on the plan (step 1).
+    assert report["budget"]["errored"] == 0 and report["locus"] in (0, 1)
     assert bodies and all(b["thinking"] == BUDGET for b in bodies)
     assert server.outcomes["ok"] == len(bodies)  # no request was refused
     # The import's warning that replays leave reasoning out does not apply: this one sends it.
