@@ -105,6 +105,36 @@ def test_extract_then_compare() -> None:
     assert normalise_answer("Paris") != normalise_answer("9,100,000")
 
 
+def test_a_judge_and_a_simulated_environment_may_name_their_own_server() -> None:
+    """They took the policy's --base-url (and key, temperature, max_tokens) with no way out: a
+    hosted judge beside a local policy sent its requests to the local server."""
+    from car.sim import scenario_for
+    from car.testing import ScenarioModel
+
+    policy_models = {"support-refund": ScenarioModel(scenario_for("support-refund"))}
+    with (
+        LoopbackServer(policy_models) as local,
+        LoopbackServer({"judge": _rubric_judge, "toolsim": _tool_sim}) as hosted,
+        configure(base_url=local.url),
+    ):
+        report = car.blame(
+            TRACE,
+            policy="openai:support-refund",
+            scorer=f"llm-judge:openai:judge?base_url={hosted.url}&temperature=0&max_tokens=64",
+            env=f"llm-sim:openai:toolsim?base_url={hosted.url}",
+            seed=2,
+            samples=8,
+            match_samples=0,
+            method="contrastive",
+        )
+        local_models = {b["model"] for _, b in local.requests}
+        hosted_bodies = [b for _, b in hosted.requests]
+    assert report.budget.errored == 0 and report.factual.estimate == 1.0
+    assert local_models == {"support-refund"}
+    judged = [b for b in hosted_bodies if b["model"] == "judge" and len(b["messages"]) == 2]
+    assert judged and all(b["temperature"] == 0 and b["max_tokens"] == 64 for b in judged)
+
+
 def test_judge_spec_errors() -> None:
     trace = car.load_trace(TRACE)
     from car.specs import make_scorer
@@ -116,6 +146,16 @@ def test_judge_spec_errors() -> None:
             make_scorer("llm-judge:openai:m?mode=extract", trace)
         with pytest.raises(SpecError, match="name a model"):
             make_scorer("llm-judge:openai:", trace)
+        with pytest.raises(SpecError, match="base_url 'ftp://x' is not an http"):
+            make_scorer("llm-judge:openai:m?base_url=ftp://x", trace)
+        with pytest.raises(SpecError, match="temperature must be a number from 0 to 2, got 'hot'"):
+            make_scorer("llm-judge:openai:m?temperature=hot", trace)
+        from car.specs import make_env
+
+        with pytest.raises(SpecError, match=r"environment 'llm-sim:openai:m\?x=1': unknown option 'x'"):
+            make_env("llm-sim:openai:m?x=1", trace)
+        with pytest.raises(SpecError, match="max_tokens must be a whole number >= 1, got '0'"):
+            make_env("llm-sim:openai:m?max_tokens=0", trace)
 
 
 # -- configuration -----------------------------------------------------------------------------------

@@ -3,18 +3,22 @@ judge, over either backend. The seed comes from the event key when the server ta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from car.backends.anthropic import DEFAULT_MAX_TOKENS, anthropic_backend, messages_call
 from car.backends.http import HttpBackend
 from car.backends.openai import capabilities, openai_backend
-from car.backends.options import BackendOptions
+from car.backends.options import BackendOptions, base_url_problem
 from car.backends.wire import draw_from_openai, openai_choices
 from car.errors import SpecError
 from car.rng import EventKey
 
-__all__ = ["Completer", "parse_backend_model"]
+__all__ = ["SERVER_OPTIONS", "Completer", "parse_backend_model", "server_options"]
+
+# What a judge or simulated environment may set for its own server, after `?` in its spec; without
+# them it uses the run's (--base-url, --api-key-env, --temperature, --max-tokens).
+SERVER_OPTIONS = ("base_url", "api_key_env", "temperature", "max_tokens")
 
 BackendKind = Literal["openai", "anthropic"]
 
@@ -29,6 +33,38 @@ def parse_backend_model(what: str, arg: str) -> tuple[BackendKind, str]:
     if not arg:
         raise SpecError(f"{what}: name a model, e.g. {what.split(':')[0]}:openai:gpt-4o-mini")
     return "openai", arg
+
+
+def server_options(what: str, given: dict[str, str], base: BackendOptions) -> BackendOptions:
+    """`base` with the `SERVER_OPTIONS` found in `given` (a spec's `?` options, taken out of it):
+    a component that talks to another server than the policy's (a hosted judge beside a local
+    policy) says so in its own spec. `what` names it in errors."""
+    changes: dict[str, Any] = {}
+    url = given.pop("base_url", None)
+    if url is not None:
+        problem = base_url_problem(url)
+        if problem:
+            raise SpecError(f"{what}: base_url {url!r} is {problem}")
+        changes["base_url"] = url
+    key = given.pop("api_key_env", None)
+    if key is not None:
+        if not key:
+            raise SpecError(f"{what}: api_key_env names the variable holding the key; got nothing")
+        changes["api_key_env"] = key
+    temperature = given.pop("temperature", None)
+    if temperature is not None:
+        try:
+            changes["temperature"] = float(temperature)
+        except ValueError:
+            changes["temperature"] = -1.0
+        if not 0 <= changes["temperature"] <= 2:
+            raise SpecError(f"{what}: temperature must be a number from 0 to 2, got {temperature!r}")
+    tokens = given.pop("max_tokens", None)
+    if tokens is not None:
+        if not (tokens.isascii() and tokens.isdigit() and int(tokens) >= 1):
+            raise SpecError(f"{what}: max_tokens must be a whole number >= 1, got {tokens!r}")
+        changes["max_tokens"] = int(tokens)
+    return replace(base, **changes) if changes else base
 
 
 @dataclass

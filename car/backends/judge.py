@@ -14,6 +14,10 @@ Options (URL-query style after `?`, values percent-encoded if needed):
     repeats=N          judge each trajectory N times (distinct keys) and score the mean. The spread
                        between repeats estimates judge noise; the report states it separately from
                        the policy noise the intervals describe.
+    base_url=URL, api_key_env=NAME, temperature=T, max_tokens=N
+                       the judge's own server and settings (default: the run's --base-url,
+                       --api-key-env, --temperature and --max-tokens), e.g. a hosted judge beside a
+                       local policy.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import unicodedata
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from car.backends.complete import Completer, parse_backend_model
+from car.backends.complete import SERVER_OPTIONS, Completer, parse_backend_model, server_options
 from car.backends.options import BackendOptions, current
 from car.errors import SpecError
 from car.protocols import Trajectory
@@ -76,11 +80,13 @@ class LLMJudge:
         target, _, query = arg.partition("?")
         kind, model = parse_backend_model(self.spec, target)
         opts = dict(parse_qsl(query, keep_blank_values=True))
-        unknown = sorted(set(opts) - set(_OPTIONS))
+        unknown = sorted(set(opts) - set(_OPTIONS) - set(SERVER_OPTIONS))
         if unknown:
             raise SpecError(
-                f"scorer {self.spec!r}: unknown option {unknown[0]!r}; options: {', '.join(_OPTIONS)}"
+                f"scorer {self.spec!r}: unknown option {unknown[0]!r}; options: "
+                f"{', '.join(_OPTIONS + SERVER_OPTIONS)}"
             )
+        server = server_options(f"scorer {self.spec!r}", opts, options or current())
         self.mode = opts.get("mode", "rubric")
         if self.mode not in ("rubric", "extract"):
             raise SpecError(f"scorer {self.spec!r}: mode must be 'rubric' or 'extract'")
@@ -93,7 +99,7 @@ class LLMJudge:
         self.trace = trace
         self.rubric = self._rubric(opts.get("rubric"))
         self.expected = self._expected(opts.get("expected"))
-        self.complete = Completer(kind, model, options or current(), name=self.spec)
+        self.complete = Completer(kind, model, server, name=self.spec)
         self.judged = 0
         self.disagreed = 0
         self.variance_sum = 0.0

@@ -1,4 +1,6 @@
-"""`llm-sim:[openai:|anthropic:]MODEL`: the recorded environment, with a model for calls it never saw.
+"""`llm-sim:[openai:|anthropic:]MODEL[?OPTIONS]`: the recorded environment, with a model for calls it
+never saw. Options: `base_url`, `api_key_env`, `temperature`, `max_tokens` (its own server and
+settings; default: the run's), as for `llm-judge:`.
 
 A call identical to a recorded one (tool name plus canonical arguments) gets the recorded observation,
 exactly like `recorded`. A call the record does not contain is answered by the model, prompted with the
@@ -11,11 +13,13 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl
 
-from car.backends.complete import Completer, parse_backend_model
+from car.backends.complete import SERVER_OPTIONS, Completer, parse_backend_model, server_options
 from car.backends.options import BackendOptions, current
 from car.backends.wire import tool_schema
 from car.builtins import RecordedEnvironment
+from car.errors import SpecError
 from car.rng import EventKey
 from car.trace import Observation, ToolCall, Trace
 
@@ -42,8 +46,16 @@ class LLMSimEnvironment(RecordedEnvironment):
         self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
     ) -> None:
         super().__init__(trace, spec or f"llm-sim:{arg}")
-        kind, model = parse_backend_model(self.spec, arg)
-        self.complete = Completer(kind, model, options or current(), name=self.spec)
+        target, _, query = arg.partition("?")
+        kind, model = parse_backend_model(self.spec, target)
+        opts = dict(parse_qsl(query, keep_blank_values=True))
+        what = f"environment {self.spec!r}"
+        server = server_options(what, opts, options or current())
+        if opts:
+            raise SpecError(
+                f"{what}: unknown option {sorted(opts)[0]!r}; options: {', '.join(SERVER_OPTIONS)}"
+            )
+        self.complete = Completer(kind, model, server, name=self.spec)
         self.simulated = 0
         self._examples: dict[str, list[tuple[ToolCall, Observation]]] = {}
         for step in trace.steps:
