@@ -60,7 +60,8 @@ def test_a_trace_whose_backend_failed_says_so_and_why(tmp_path: Path) -> None:
     assert result.status == "backend-error" and result.report is not None  # the partial report is kept
     (line,) = out.getvalue().splitlines()
     assert line.startswith(f"car: [1/1] {PATHS[0]}: backend-error: too many rollouts errored")
-    assert "first: ConnectionError: connection refused xxx" in line and "no decisive step" not in line
+    assert "first: step 0: ConnectionError: connection refused xxx" in line  # where, then what
+    assert "no decisive step" not in line
     assert line.endswith(f"{'x' * 400}; 13 rollouts (0 stored)")  # the error whole, never cut
     (row,) = summary_rows([result])
     assert row["outcome"] == "error" and row["credit"] == result.error  # not "abstained" and "-"
