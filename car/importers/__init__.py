@@ -75,6 +75,16 @@ class Runs(list[Trace]):
                 entries.append(trace)
         return cls(entries)
 
+    @classmethod
+    def listed(
+        cls, records: list[object], at: At, stem: str, one: Callable[[object, At, str, str], Trace]
+    ) -> Runs:
+        """A file that is a list of runs: run i is `one(record, at[i], its locator, "STEM-i")`, and
+        one that cannot be imported stays in its place as the error, as in `each`."""
+        return cls.each(
+            enumerate(records), lambda r: one(r[1], at / r[0], (at / r[0]).where(), f"{stem}-{r[0]}")
+        )
+
     @property
     def skipped(self) -> list[tuple[int, InputError]]:
         """The runs that could not be imported, as (index in the file, why)."""

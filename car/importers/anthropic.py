@@ -16,9 +16,11 @@ not know (a warning names them). Integer ids are read as their decimal strings.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from car.importers import Runs
 from car.importers.base import At, Builder, Document, parse_any_arguments, sampling_from, text_of
 from car.importers.thinking import not_replayed, thinking_metadata
 from car.trace import ToolCall, Trace
@@ -93,9 +95,7 @@ class AnthropicMessages:
         ):
             return [self._one(doc, data, at, "$", stem)]
         records = at.arr(data, "an Anthropic request {system?, messages} or a list of them")
-        return [
-            self._one(doc, r, at / i, (at / i).where(), f"{stem}-{i}") for i, r in enumerate(records)
-        ]
+        return Runs.listed(records, at, stem, partial(self._one, doc))
 
     def _one(self, doc: Document, record: Any, at: At, locator: str, default_id: str) -> Trace:
         b = Builder(doc, self.name)

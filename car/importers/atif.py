@@ -20,9 +20,11 @@ action's reasoning. Embedded subagent trajectories (v1.7) are not imported, and 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from car.importers import Runs
 from car.importers.base import (
     At,
     Builder,
@@ -66,9 +68,7 @@ class Atif:
         if isinstance(data, dict):
             return [self._one(doc, data, at, "$", stem)]
         records = at.arr(data, "an ATIF trajectory or a list of them")
-        return [
-            self._one(doc, r, at / i, (at / i).where(), f"{stem}-{i}") for i, r in enumerate(records)
-        ]
+        return Runs.listed(records, at, stem, partial(self._one, doc))
 
     def _one(self, doc: Document, record: Any, at: At, locator: str, default_id: str) -> Trace:
         root = at.obj(record, "an ATIF trajectory {schema_version, session_id, agent, steps}")

@@ -23,9 +23,11 @@ warning says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from car.importers import Runs
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
 from car.importers.thinking import (
     chat_reasoning,
@@ -278,10 +280,7 @@ class OpenAIChat:
         if _looks_like_messages(data) or isinstance(data, dict):
             return [self._one(doc, data, at, "$", Path(doc.path).stem)]
         records = at.arr(data, "a chat request object, a message list, or a list of requests")
-        return [
-            self._one(doc, r, at / i, (at / i).where(), f"{Path(doc.path).stem}-{i}")
-            for i, r in enumerate(records)
-        ]
+        return Runs.listed(records, at, Path(doc.path).stem, partial(self._one, doc))
 
     def _one(self, doc: Document, record: Any, at: At, locator: str, default_id: str) -> Trace:
         b = Builder(doc, self.name)

@@ -66,6 +66,21 @@ def test_a_tau2_simulation_without_messages_is_skipped(
     assert _skips(caplog) == [f"{tmp_path / 'runs.json'}: run 0 skipped: $.simulations[0]: {_EMPTY}"]
 
 
+@pytest.mark.parametrize(
+    ("fixture", "key"), [("openai_chat", "messages"), ("anthropic", "messages"), ("atif", "steps")]
+)
+def test_a_bad_record_in_a_list_of_requests_or_trajectories_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fixture: str, key: str
+) -> None:
+    """A list of chat requests, Messages requests or ATIF trajectories failed as a whole on one."""
+    good = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    f = _write(tmp_path, [good, {**good, key: []}, good])
+    runs = import_file(f)
+    assert len(runs) == 2 and [i for i, _ in runs.skipped] == [1]
+    assert _skips(caplog) == [f"{f}: run 1 skipped: $[1]: {_EMPTY}"]
+    assert load_any(f, item=2).source.locator == "$[2]"  # --item counts the skipped run
+
+
 def _inspect_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The fixture log with a second sample that errored on its first model call (a 429: no model
     event), read as Inspect's reader would dump it (the optional extra is not needed)."""
