@@ -506,7 +506,7 @@ def _timeline_section(report: Report, trace: Trace | None, missing: str | None) 
     return "\n".join(out)
 
 
-def _provenance(report: Report, trace_note: str | None, stored: int) -> str:
+def _provenance(report: Report, trace_note: str | None, stored: int | None) -> str:
     from car import __version__
     from car.render import rollouts_served
 
@@ -598,7 +598,7 @@ def render_html(
     trace: Trace | None = None,
     *,
     trace_missing: str | None = None,
-    stored: int = 0,
+    stored: int | None = 0,
 ) -> str:
     """The report as one self-contained HTML document.
 
@@ -675,7 +675,7 @@ def locate_trace(
 
 
 def html_page(
-    report: Report, *, near: Path | None = None, given: Path | None = None, stored: int = 0
+    report: Report, *, near: Path | None = None, given: Path | None = None, stored: int | None = 0
 ) -> str:
     """The HTML page of a report, with the trace's timeline when the trace can be found."""
     trace, missing = locate_trace(report, near=near, given=given)

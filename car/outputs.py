@@ -140,9 +140,7 @@ def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:
                 "confidence": conf,
                 "match": _pct(r.match_rate) if r is not None else "-",
                 "status": res.status,
-                "rollouts": (
-                    f"{r.budget.rollouts} ({res.stored_rollouts} stored)" if r is not None else "-"
-                ),
+                "rollouts": f"{r.budget.rollouts}{stored_part(res)}" if r is not None else "-",
             }
         )
     return rows
@@ -492,7 +490,7 @@ _READS = "car report reads what car blame writes: its store, --format json, or -
 class _Rollouts(BaseModel):
     model_config = ConfigDict(extra="ignore")
     fresh: int = 0
-    stored: int = 0
+    stored: int | None = 0
 
 
 class _Record(BaseModel):
@@ -532,7 +530,14 @@ def _from_report(r: Report) -> TraceResult:
     input error when its scorer left nothing to attribute); gates are not saved with it."""
     label = r.trace_path or r.trace_id
     status, error = report_status(r, label)
-    return TraceResult(label, r.trace_id, status, r, error=error)
+    return TraceResult(label, r.trace_id, status, r, error=error, stored_rollouts=None)
+
+
+def stored_part(result: TraceResult) -> str:
+    """ " (5 stored)" after a rollout count: what the store served this run, zero included; nothing
+    for a report read back on its own, which does not say."""
+    stored = result.stored_rollouts
+    return "" if stored is None else f" ({stored} stored)"
 
 
 def _results_of(doc: Any, where: str, *, batch: bool) -> list[TraceResult]:

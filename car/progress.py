@@ -20,7 +20,7 @@ from rich.progress import (
 from rich.text import Text
 
 from car.batch import TraceResult
-from car.outputs import credit_text, error_text
+from car.outputs import credit_text, error_text, stored_part
 from car.render import literal
 from car.report import many
 
@@ -42,7 +42,7 @@ def finished_what(result: TraceResult) -> str:
     if result.gates:  # the status says "gate" when they are why it is not ok
         parts.append(("" if result.status == "gate" else "gate: ") + "; ".join(result.gates))
     if r is not None:
-        parts.append(f"{many(r.budget.rollouts, 'rollout')} ({result.stored_rollouts} stored)")
+        parts.append(many(r.budget.rollouts, "rollout") + stored_part(result))
     return "; ".join(parts) or result.status
 
 

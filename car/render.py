@@ -211,7 +211,7 @@ def _bar_cell(e: Estimate | None, text: str, style: str) -> Text:
     return cell + Text(" " + text)
 
 
-def rollouts_served(rollouts: int, stored: int) -> str:
+def rollouts_served(rollouts: int, stored: int | None) -> str:
     """ "50 rollouts (50 stored)": how many the store served, as the batch summary says it; plain
     "50 rollouts" when all were computed now."""
     return many(rollouts, "rollout") + (f" ({stored} stored)" if stored else "")
@@ -286,7 +286,7 @@ def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -
     return table
 
 
-def render_table(report: Report, console: Console, *, stored: int = 0) -> None:
+def render_table(report: Report, console: Console, *, stored: int | None = 0) -> None:
     """Print the ranked blame table and the summary lines; `stored`: how many of the report's
     rollouts this run was served from the store (`TraceResult.stored_rollouts`)."""
     from car.render_shapley import shapley_lines, shapley_table, step_players

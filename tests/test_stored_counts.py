@@ -52,3 +52,17 @@ def test_markdown_and_html_say_how_many_were_stored(tmp_path: Path, run_cli: Run
     html = run_cli("blame", TRACE, "--store", store, "--format", "html", "-o", page)
     assert html.code == 0, html.err
     assert "50 rollouts (50 stored), 194 policy calls" in page.read_text()
+
+
+def test_a_report_read_back_on_its_own_claims_no_stored_count(tmp_path: Path, run_cli: RunCli) -> None:
+    """`car report STORE` said "(0 stored)" of every trace: a saved report does not keep the count."""
+    store = tmp_path / "s.sqlite"
+    assert run_cli("blame", TRACE, TRACES / "or.json", "--store", store).code == 0
+    shown = run_cli("report", store)
+    assert shown.code == 0, shown.err
+    assert "stored)" not in shown.out and " 50 " in " ".join(shown.out.split()) + " "
+    records = run_cli("report", store, "--format", "jsonl")
+    assert '"stored": null' in records.out  # not known, rather than 0
+    again = tmp_path / "again.jsonl"
+    again.write_text(records.out)
+    assert "stored)" not in run_cli("report", again).out  # and read back the same
