@@ -60,7 +60,8 @@ def test_limiter_halves_once_per_episode_and_grows_slowly() -> None:
     assert lim.limit == 16
     for _ in range(20):
         lim.rate_limited(lim.epoch)
-    assert lim.limit == 1
+    assert lim.limit == 1 and lim.cuts == 6  # 16 to 8 to 4, then 16 to 1 in four: not twenty
+    assert not lim.rate_limited(lim.epoch)  # at its minimum: nothing to cut
 
 
 def test_limiter_bounds_requests_in_flight() -> None:
@@ -286,3 +287,48 @@ def test_no_verdict_while_the_server_answers_other_requests() -> None:
         assert down.sent == 6  # not given up on: the next backend tried in full
 
     asyncio.run(main())
+
+
+def test_a_report_counts_only_the_limit_cuts_its_own_429s_made() -> None:
+    """Every report of a batch said "concurrency limit cut N times" with N the server's cuts in all
+    (other traces' too), and cuts at the minimum, which changed nothing, counted."""
+    url = "http://127.0.0.1:9/limits"
+
+    def backend(script: list[int], concurrency: int) -> HttpBackend:
+        async def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(script.pop(0) if script else 200, json={"choices": []})
+
+        return HttpBackend(
+            "test",
+            url,
+            {},
+            max_attempts=5,
+            backoff_base=0.0,
+            max_concurrency=concurrency,
+            transport=httpx.MockTransport(handler),
+        )
+
+    async def main() -> None:
+        first = backend([429, 429, 429], 32)
+        await first.post_json("chat/completions", BODY)
+        assert first.summary() == (
+            "test at http://127.0.0.1:9/limits: 4 requests, 3 retried (429 x3), 0 failed; "
+            "concurrency limit cut 3 times by its 429s, now 4"
+        )
+        second = backend([500], 32)  # the next trace's backend: same server, same limiter
+        await second.post_json("chat/completions", BODY)
+        assert (
+            second.summary()
+            == "test at http://127.0.0.1:9/limits: 2 requests, 1 retried (500 x1), 0 failed"
+        )
+        floor = backend([429], 1)  # one request at a time: a 429 has nothing to cut
+        await floor.post_json("chat/completions", BODY)
+        assert floor.summary() is not None and floor.summary().endswith(
+            "; concurrency limit 1 (not cut by its 429s: already cut, or at its minimum)"
+        )
+
+    http_backend._LIMITERS.pop(url, None)
+    try:
+        asyncio.run(main())
+    finally:
+        http_backend._LIMITERS.pop(url, None)

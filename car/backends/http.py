@@ -179,12 +179,15 @@ class AdaptiveLimiter:
         finally:
             self.release()
 
-    def rate_limited(self, epoch: int) -> None:
-        """A request that started in `epoch` was told to slow down."""
-        if epoch == self.epoch:
-            self.limit = max(float(self.minimum), self.limit / 2)
-            self.epoch += 1
-            self.cuts += 1
+    def rate_limited(self, epoch: int) -> bool:
+        """A request that started in `epoch` was told to slow down; whether that cut the limit (a
+        429 from before the last cut, or with the limit at its minimum already, does not)."""
+        if epoch != self.epoch or self.limit <= self.minimum:
+            return False
+        self.limit = max(float(self.minimum), self.limit / 2)
+        self.epoch += 1
+        self.cuts += 1
+        return True
 
     def succeeded(self) -> None:
         if self.limit < self.maximum:
@@ -245,6 +248,7 @@ class Stats:
     requests: int = 0
     retries: int = 0
     rate_limited: int = 0
+    limit_cuts: int = 0  # cuts of the shared limiter that this backend's 429s made
     failures: int = 0
     failed_at_once: int = 0  # failures without a request: the server was given up on
     by_reason: dict[str, int] = field(default_factory=dict)
@@ -405,7 +409,7 @@ class HttpBackend:
                         if status == 429:
                             rate_limited = True
                             self.stats.rate_limited += 1
-                            self.limiter.rate_limited(epoch)
+                            self.stats.limit_cuts += self.limiter.rate_limited(epoch)
                     else:
                         self.stats.failures += not optional  # a probe's "no" is an answer
                         message = self._redact(f"{self.name}: {url}: HTTP {status}: {_error_text(text)}")
@@ -467,9 +471,21 @@ class HttpBackend:
             + (f" ({reasons})" if reasons else "")
             + f", {s.failures} failed"
             + (f" ({s.failed_at_once} at once: the server was given up on)" if s.failed_at_once else "")
-            + f"; concurrency limit cut {self.limiter.cuts} times,"
-            f" now {int(self.limiter.limit)}"
+            + _limit_line(s.limit_cuts, s.rate_limited, self.limiter)
         )
+
+
+def _limit_line(cuts: int, rate_limited: int, limiter: AdaptiveLimiter) -> str:
+    """What this backend's 429s did to the server's concurrency limit (shared by every backend of
+    the server: its other cuts belong to other traces' reports)."""
+    now = int(limiter.limit)
+    if cuts:
+        return (
+            f"; concurrency limit cut {'once' if cuts == 1 else f'{cuts} times'} by its 429s, now {now}"
+        )
+    if rate_limited:
+        return f"; concurrency limit {now} (not cut by its 429s: already cut, or at its minimum)"
+    return ""
 
 
 def _out_of_quota(body: str) -> bool:
