@@ -18,6 +18,8 @@ from car.backends.options import BackendOptions, thinking_config
 from car.backends.wire import action_from_anthropic, anthropic_messages, anthropic_thinking
 from car.cli import main
 from car.importers import load_any
+from car.importers.base import Document
+from car.importers.inspect_log import convert_log
 from car.protocols import Decision, Mode, Turn
 from car.rng import EventKey
 from car.sim import scenario_for
@@ -200,6 +202,81 @@ def test_only_the_apis_own_signed_blocks_are_sent_back() -> None:
     )
     assert messages[1]["content"] == [signed, redacted, {"type": "text", "text": "yo"}]
     assert action_from_anthropic([signed, {"type": "text", "text": "x"}]).reasoning == (signed,)
+
+
+def _inspect_message(m: Message) -> dict[str, Any]:
+    """A chat message as Inspect logs it: reasoning as `reasoning` content parts (ContentReasoning:
+    the thinking text with its signature, or the redacted data with `redacted`)."""
+    if m.role != "assistant":
+        return {"role": m.role, "content": m.content, "tool_call_id": m.tool_call_id}
+    parts = [
+        {"type": "reasoning", "reasoning": b["thinking"], "signature": b["signature"]}
+        for b in m.reasoning
+    ]
+    return {
+        "role": "assistant",
+        "content": [*parts, {"type": "text", "text": m.content}],
+        "tool_calls": [{"id": c.id, "function": c.name, "arguments": c.arguments} for c in m.tool_calls],
+    }
+
+
+def _inspect_log(trace: Trace) -> Trace:
+    """The thinking trace as an Inspect log of a model with a reasoning budget, imported."""
+    events: list[dict[str, Any]] = []
+    for s in trace.steps:
+        out = Message(
+            role="assistant",
+            content=s.action.text,
+            tool_calls=s.action.tool_calls,
+            reasoning=s.action.reasoning,
+        )
+        events.append(
+            {
+                "event": "model",
+                "model": "anthropic/support-refund",
+                "input": [_inspect_message(m) for m in _decision(trace, s.index).messages()],
+                "config": {"reasoning_tokens": BUDGET["budget_tokens"], "max_tokens": 4096},
+                "output": {"choices": [{"message": _inspect_message(out)}]},
+            }
+        )
+        events += [{"event": "tool", "id": o.call_id, "result": o.content} for o in s.observations]
+    log = {"version": 2, "eval": {"task": "refund"}, "samples": [{"id": 1, "events": events}]}
+    (imported,) = convert_log(log, Document("refund.json", b"", "json", log))
+    return imported
+
+
+def test_an_inspect_log_of_a_thinking_model_replays_with_its_thinking() -> None:
+    """Inspect keeps Claude's blocks as `reasoning` parts: they were not sent back, so the Messages
+    API refused every continued tool-use turn (a turn with thinking on must start with its block)."""
+    trace = _thinking_trace(Sampling(thinking=BUDGET))
+    imported = _inspect_log(trace)
+    recorded = _decision(imported, 2)
+    rebuilt = Decision(**{**recorded.__dict__, "recorded_context": imported.steps[2].context})
+    with _server() as server:
+        options = BackendOptions(base_url=server.anthropic_url)
+        assert AnthropicPolicy(None, imported, options=options).sends_reasoning(imported)
+        for decision in (recorded, rebuilt):  # from the steps' actions, and from Inspect's inputs
+            _act(imported, server, decision)
+        bodies = [body for _, body in server.requests]
+    assert server.outcomes["ok"] == 2  # neither was refused
+    for body in bodies:
+        assert body["thinking"] == BUDGET
+        turns = [m for m in body["messages"] if m["role"] == "assistant"]
+        assert [t["content"][0] for t in turns] == [
+            loopback_thinking("recorded thought 0"),
+            loopback_thinking("recorded thought 1"),
+        ]
+
+
+def test_inspect_reasoning_parts_become_the_blocks_they_were_made_from() -> None:
+    signed = {"type": "reasoning", "reasoning": "t", "signature": "s"}
+    redacted = {"type": "reasoning", "reasoning": "EmwK", "redacted": True, "summary": "r"}
+    unsigned = {"type": "reasoning", "reasoning": "no signature"}  # the API would refuse it
+    otel = {"type": "reasoning", "content": "c", "signature": "s"}  # another shape: not Inspect's
+    assert anthropic_thinking((signed, unsigned, redacted, otel)) == [
+        {"type": "thinking", "thinking": "t", "signature": "s"},
+        {"type": "redacted_thinking", "data": "EmwK"},
+    ]
 
 
 @pytest.mark.parametrize("bad", ["1000", "lots", "-1"])

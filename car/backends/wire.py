@@ -423,15 +423,25 @@ def draw_from_anthropic(data: Mapping[str, Any], *, source: str) -> Draw:
 def anthropic_thinking(reasoning: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The Messages API thinking blocks among an action's reasoning, in order, as the API sent them:
     `thinking` blocks with their `signature`, `redacted_thinking` blocks with their `data`, also
-    inside LiteLLM's `{"thinking_blocks": [...]}`. The API checks signatures and refuses a changed
-    or unsigned block, so anything else (another vendor's reasoning, reasoning text without a
-    signature) is left out: a replay cannot send it back."""
+    inside LiteLLM's `{"thinking_blocks": [...]}`, and Inspect's `reasoning` parts of them (the
+    thinking text and its `signature`, or the redacted `data` in `reasoning` beside
+    `redacted: true`), turned back into the blocks they were made from, as Inspect does when it
+    sends them. The API checks signatures and refuses a changed or unsigned block, so anything else
+    (another vendor's reasoning, reasoning text without a signature) is left out: a replay cannot
+    send it back."""
     sealed = {"thinking": "signature", "redacted_thinking": "data"}  # what each kind must carry
     out: list[dict[str, Any]] = []
     for block in reasoning:
         kind = block.get("type")
+        text = block.get("reasoning")
         if kind in sealed and isinstance(block.get(sealed[kind]), str):
             out.append(dict(block))
+        elif kind == "reasoning" and isinstance(text, str):  # Inspect's ContentReasoning
+            signature = block.get("signature")
+            if block.get("redacted") is True:
+                out.append({"type": "redacted_thinking", "data": text})
+            elif isinstance(signature, str) and signature:
+                out.append({"type": "thinking", "thinking": text, "signature": signature})
         elif kind is None and isinstance(block.get("thinking_blocks"), list):
             out += anthropic_thinking([b for b in block["thinking_blocks"] if isinstance(b, dict)])
     return out

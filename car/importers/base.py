@@ -318,6 +318,19 @@ _SAMPLING_KEYS = ("model", "temperature", "top_p", "seed", "max_tokens")
 _MAX_TOKENS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
+def api_model(name: Any, providers: frozenset[str], compatible: str | None = None) -> Any:
+    """A model named `provider/model` by a harness (Inspect, LiteLLM) as its API knows it:
+    `openai/gpt-4o` is `gpt-4o`, `openrouter/anthropic/claude-x` is `anthropic/claude-x` (one
+    provider off), and `COMPATIBLE/service/model` is `model`. A name whose first part is no provider
+    of `providers` is kept as it is (`meta-llama/Llama-3` is a model id)."""
+    if not isinstance(name, str):
+        return name
+    provider, _, rest = name.partition("/")
+    if compatible is not None and provider == compatible and "/" in rest:
+        return rest.partition("/")[2] or name
+    return rest if provider in providers and rest else name
+
+
 def sampling_from(values: dict[str, Any]) -> tuple[Sampling | None, list[str]]:
     """Sampling parameters from a mapping; values of the wrong type are dropped and named."""
     kept: dict[str, Any] = {}

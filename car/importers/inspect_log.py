@@ -8,8 +8,12 @@ event is the observation of the call with its id; the sample's first score gives
 incorrect answer is the failure). The actor is the enclosing agent span's name, else "assistant".
 A sample that errored before any model call (a rate limit, a cancel: routine in a large eval) is
 skipped with a warning, and the log's other samples import.
-`reasoning` content parts of a call's output are kept verbatim in its step's metadata; context
-messages hold text and tool calls only, so a replay cannot send them back (a warning says so).
+A model is recorded by the name its API knows (`gpt-4o` for Inspect's `openai/gpt-4o`,
+`deepseek-chat` for `openai-api/deepseek/deepseek-chat`), so `--policy openai:` asks for it as the
+agent did. `reasoning` content parts are kept verbatim: a call's output's as its action's reasoning
+(their text in its metadata), an input message's with that context message; `anthropic:` sends
+Claude's (signed or redacted) back as the Messages API's blocks, other backends cannot (a warning
+says so).
 """
 
 from __future__ import annotations
@@ -20,7 +24,15 @@ from typing import Any, Literal
 
 from car.errors import InputError
 from car.importers import Runs
-from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
+from car.importers.base import (
+    At,
+    Builder,
+    Document,
+    api_model,
+    parse_arguments,
+    sampling_from,
+    text_of,
+)
 from car.importers.thinking import SeenReasoning, thinking_metadata
 from car.trace import Message, Outcome, ToolCall, Trace
 
@@ -28,6 +40,16 @@ __all__ = ["INSTALL_HINT", "InspectLog", "convert_log"]
 
 INSTALL_HINT = "pip install 'car-blame[inspect]'"
 _ROLES = ("system", "user", "assistant", "tool")
+# Inspect's model providers: a model is named `provider/model` (`openai-api/service/model` for an
+# OpenAI-compatible service); the API knows it as `model`.
+_PROVIDERS = frozenset(
+    {
+        *("openai", "anthropic", "google", "grok", "mistral", "deepseek", "moonshot", "meta"),
+        *("perplexity", "bedrock", "sagemaker", "azureai", "groq", "together", "fireworks"),
+        *("cloudflare", "hf-inference-providers", "sambanova", "hf", "vllm", "ollama", "sglang"),
+        *("llama-cpp-python", "transformer_lens", "nnterp", "openrouter", "vertex", "mockllm"),
+    }
+)
 _ROLE_LIT: dict[str, Literal["system", "user", "assistant", "tool"]] = {
     "system": "system",
     "user": "user",
@@ -86,7 +108,9 @@ def convert_log(log: dict[str, Any], doc: Document) -> Runs:
 
 
 def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str, Any]]]) -> Message:
-    """A chat message; its `reasoning` parts, which a Message cannot hold, go to `reasoning`."""
+    """A chat message; its `reasoning` parts are also added to `reasoning`, where they were seen.
+    An assistant message keeps them verbatim (`Message.reasoning`), so a recorded context sends
+    them back where the backend can (`anthropic:`), as a rebuilt one does from the step's action."""
     m = at.obj(value, "a chat message {role, content}")
     role = (at / "role").string(m.get("role"), "a role")
     if role not in _ROLES:
@@ -96,12 +120,14 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
         isinstance(p, dict) and p.get("type") in ("image", "audio", "video", "document") for p in content
     ):
         b.warn("attachments-unresolved", "images, audio or documents in messages were not imported")
+    parts: list[tuple[At, dict[str, Any]]] = []
     if isinstance(content, list):
-        reasoning += [
+        parts = [
             (at / "content" / j, p)
             for j, p in enumerate(content)
             if isinstance(p, dict) and p.get("type") == "reasoning"
         ]
+        reasoning += parts
     text = text_of(
         [p for p in content if not (isinstance(p, dict) and p.get("type") == "reasoning")]
         if isinstance(content, list)
@@ -121,6 +147,7 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
         tool_call_id=m.get("tool_call_id")
         if role == "tool" and isinstance(m.get("tool_call_id"), str)
         else None,
+        reasoning=tuple(p for _, p in parts) if role == "assistant" else (),
     )
 
 
@@ -142,7 +169,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
     spans: dict[str, tuple[str, str, str | None]] = {}  # id -> (type, name, parent)
     stack: list[str] = []
     condensed = 0
-    reasoning = SeenReasoning()
+    reasoning = SeenReasoning(inputs_kept=True)
     for i, raw in enumerate(events):
         here = at / "events" / i
         ev = here.obj(raw, "an event {event, ...}")
@@ -175,7 +202,8 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
             b.actor(actor, "agent", system_prompt=system, tools=tools)
             cfg = ev.get("config")
             config: dict[str, Any] = cfg if isinstance(cfg, dict) else {}
-            sampling, dropped = sampling_from({**config, "model": ev.get("model")})
+            model = api_model(ev.get("model"), _PROVIDERS, compatible="openai-api")
+            sampling, dropped = sampling_from({**config, "model": model})
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
             if ev.get("error"):

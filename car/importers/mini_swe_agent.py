@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from car.importers.base import At, Builder, Document, sampling_from, text_of
+from car.importers.base import At, Builder, Document, api_model, sampling_from, text_of
 from car.importers.openai_chat import chat_tool_call
 from car.importers.thinking import (
     chat_reasoning,
@@ -46,6 +46,17 @@ _DEFAULT_ACTION = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", r
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 # The interruptions v2's interactive agent records for what the person at the terminal did.
 _HUMAN_INTERRUPTS = ("UserInterruption", "UserRejection", "UserNewTask")
+
+# LiteLLM's providers (mini-swe-agent names models as LiteLLM does: `anthropic/claude-...`); the API
+# knows the model by the rest of the name.
+_LITELLM_PROVIDERS = frozenset(
+    {
+        *("openai", "anthropic", "azure", "azure_ai", "gemini", "vertex_ai", "bedrock", "sagemaker"),
+        *("ollama", "ollama_chat", "together_ai", "openrouter", "groq", "mistral", "deepseek", "xai"),
+        *("fireworks_ai", "hosted_vllm", "vllm", "huggingface", "cohere", "perplexity", "cerebras"),
+        *("sambanova", "nvidia_nim", "watsonx", "databricks", "deepinfra", "lm_studio", "replicate"),
+    }
+)
 
 # The one tool a tool-calling mini-swe-agent (v2) offers its model. The trajectory does not record
 # it; a replay of such a run needs it to let the model call bash.
@@ -119,7 +130,7 @@ class MiniSweAgent:
         """The model and the sampling parameters the config sent with every call."""
         values = dict(_object(model.get("model_kwargs")))
         if isinstance(model.get("model_name"), str):
-            values["model"] = model["model_name"]
+            values["model"] = api_model(model["model_name"], _LITELLM_PROVIDERS)
         sampling, dropped = sampling_from(values)
         if dropped:
             b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")

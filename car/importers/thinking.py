@@ -114,7 +114,8 @@ class SeenReasoning:
     in an input was produced by no recorded call, so no step keeps it. Pieces are the same when their
     JSON is."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, inputs_kept: bool = False) -> None:
+        self.inputs_kept = inputs_kept  # the context messages hold their reasoning (Inspect)
         self._kept: dict[str, tuple[At, bool]] = {}  # where each produced piece is; encrypted?
         self._unkept: dict[str, At] = {}  # where each piece seen only in inputs is
 
@@ -137,11 +138,18 @@ class SeenReasoning:
         if self._unkept:
             n = len(self._unkept)
             first = next(iter(self._unkept.values())).where()
+            it = "it" if n == 1 else "them"
+            where = (
+                f"kept only with {'its context message' if n == 1 else 'their context messages'}: "
+                f"anthropic: sends {it} back (signed ones) while the recorded context applies; other "
+                f"backends, and contexts rebuilt after a changed step, do not"
+                if self.inputs_kept
+                else "kept nowhere: context messages hold text and tool calls only, so a replay "
+                f"does not send {it}"
+            )
             said.append(
                 f"{n} {noun}{'s' if n != 1 else ''} in recorded inputs that no recorded call "
-                f"produced {'is' if n == 1 else 'are'} kept nowhere: context messages hold text and "
-                f"tool calls only, so a replay does not send {'it' if n == 1 else 'them'} (first at "
-                f"{first})"
+                f"produced {'is' if n == 1 else 'are'} {where} (first at {first})"
             )
         if said:
             b.warn("thinking-not-replayed", "; ".join(said))

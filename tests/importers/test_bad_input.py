@@ -20,6 +20,7 @@ from car.importers.base import read_document
 from car.importers.inspect_log import convert_log
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+BAD_CALLS = {"role": "assistant", "content": "yo", "tool_calls": 5}
 OTLP_SPAN = {
     "traceId": "5b8aa5a2d2c872e8321cf37308d69df2",
     "spanId": "0000000000000001",
@@ -452,8 +453,9 @@ CORPUS: list[tuple[str, str, str]] = [
     ("empty.json", "", "empty file"),
     (
         "chats.jsonl",
-        "\n".join([json.dumps(CHAT), json.dumps(CHAT), json.dumps({"messages": [{"role": 5}]})]),
-        "line 3: $.messages[0].role: expected a role",
+        # every run bad (one bad run beside good ones is skipped: test_import_plumbing)
+        "\n".join(["", *[json.dumps({"messages": [*CHAT["messages"][:1], BAD_CALLS]})] * 2]),
+        "line 2: $.messages[1].tool_calls: expected an array, got a number; none of the file's 2 runs",
     ),
     (
         "trace-broken.json",

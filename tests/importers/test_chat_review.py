@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import run
 
 from car.errors import InputError
-from car.importers import load_any
+from car.importers import import_file, load_any
 from car.importers.base import MAX_NESTING
 from car.trace import Trace
 
@@ -111,8 +111,11 @@ def test_an_error_in_an_appended_response_of_a_jsonl_line_names_the_line(tmp_pat
     bad = {"messages": [USER], "response": {"choices": [{"message": NAMELESS}]}}
     path = tmp_path / "runs.jsonl"
     path.write_text(f"{json.dumps(ok)}\n{json.dumps(bad)}\n")
-    with pytest.raises(InputError, match=r"line 2: \$\.response\.choices\[0\]\.message\.tool_calls"):
-        load_any(path, item=0)
+    place = r"line 2: \$\.response\.choices\[0\]\.message\.tool_calls"
+    with pytest.raises(InputError, match=place + r".*item=1 picks this run"):
+        load_any(path, item=1)
+    (only,) = import_file(path)  # the other line imports; this one is skipped, with that place
+    assert only.steps[-1].action.text == "a"
 
 
 # -- 3. openai-chat: tool results without ids (Ollama) ---------------------------------------------

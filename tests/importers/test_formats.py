@@ -202,10 +202,35 @@ def test_inspect_log_conversion_without_the_extra(fixtures: Path) -> None:
     first = t.steps[0]
     assert isinstance(first.context, tuple) and [m.role for m in first.context] == ["system", "user"]
     assert first.sampling is not None and (first.sampling.seed, first.sampling.temperature) == (7, 0.5)
+    assert first.sampling.model == "gpt-4o"  # Inspect's openai/gpt-4o: `openai:` asks for gpt-4o
     assert first.action.tool_calls[0].arguments == {"x": 1, "y": 3}
     assert first.observations[0].content == "4"
     assert t.outcome.failed is True and t.outcome.label == "match: I"
     assert t.actor("solver_agent").tools[0]["name"] == "add"
+
+
+@pytest.mark.parametrize(
+    ("name", "api"),
+    [
+        ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("openrouter/anthropic/claude-x", "anthropic/claude-x"),  # OpenRouter's own name for it
+        ("vllm/meta-llama/Llama-3-8B", "meta-llama/Llama-3-8B"),
+        ("openai-api/deepseek/deepseek-chat", "deepseek-chat"),
+        ("meta-llama/Llama-3-8B", "meta-llama/Llama-3-8B"),  # no provider: a model id
+        ("gpt-4o", "gpt-4o"),
+        ("openai/", "openai/"),
+    ],
+)
+def test_inspect_model_names_become_what_their_api_knows(name: str, api: str) -> None:
+    event = {
+        "event": "model",
+        "model": name,
+        "input": [],
+        "output": {"choices": [{"message": {"role": "assistant", "content": "x"}}]},
+    }
+    log = {"version": 2, "eval": {"task": "t"}, "samples": [{"id": 1, "events": [event]}]}
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    assert t.steps[0].sampling is not None and t.steps[0].sampling.model == api
 
 
 def test_formats_lists_every_builtin() -> None:
@@ -690,8 +715,8 @@ def test_inspect_reasoning_parts_are_kept_verbatim_and_their_absence_from_replay
 
 
 def test_inspect_reasoning_only_in_a_recorded_input_is_warned() -> None:
-    # A sample that starts from a conversation holding reasoning no recorded call produced: the
-    # context messages cannot carry it and no step's metadata has it, so the warning must say so.
+    # A sample that starts from a conversation holding reasoning no recorded call produced: only
+    # its context message keeps it, and no step's metadata has it, so the warning must say so.
     earlier = {"role": "assistant", "content": [{"type": "reasoning", "reasoning": "Hmm."}, "Hi."]}
     log = _inspect_log(
         [
@@ -708,7 +733,12 @@ def test_inspect_reasoning_only_in_a_recorded_input_is_warned() -> None:
     assert t.fidelity is not None
     (warning,) = [w for w in t.fidelity.warnings if w.code == "thinking-not-replayed"]
     assert warning.message.startswith("1 reasoning part in recorded inputs ")
+    assert (
+        "kept only with its context message: anthropic: sends it back (signed ones)" in warning.message
+    )
     assert "(first at $.samples[0].events[0].input[1].content[0])" in warning.message
+    context = t.steps[0].context
+    assert context is not None and context[1].reasoning == ({"type": "reasoning", "reasoning": "Hmm."},)
 
 
 def test_otel_reasoning_parts_are_kept_verbatim_and_their_absence_from_replay_is_warned(

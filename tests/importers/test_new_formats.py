@@ -83,7 +83,8 @@ def test_mini_swe_agent_v1_text_based(fixtures: Path) -> None:
     assert t.metadata["exit_status"] == "Submitted"
     assert t.metadata["trajectory_format"] == "mini-swe-agent-1"
     assert t.steps[0].sampling is not None
-    assert t.steps[0].sampling.model == "anthropic/claude-sonnet-4-5-20250929"
+    # LiteLLM's `anthropic/claude-...`: the Messages API knows it without the provider
+    assert t.steps[0].sampling.model == "claude-sonnet-4-5-20250929"
     assert t.steps[0].sampling.temperature == 0.0
     assert codes(t) == {"calls-from-text"}
 
