@@ -183,3 +183,42 @@ def test_intervals_widen_towards_the_tail_of_skewed_units() -> None:
     assert plain_tail / seeds > 0.035
     assert tail / seeds <= 0.03
     assert 0.95 <= ours / seeds <= 0.975
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_the_exact_design_floors_players_no_replicate_saw_matter(n: int) -> None:
+    """Every coalition failing on every replicate left units of 1e-16 (rounding), which made the
+    floor's scale 1e-16: each player was reported 0 with a zero-width interval."""
+    est = estimate_replicates(np.ones((8, 1 << n)))
+    assert list(est.values) == [0.0] * n
+    assert min(est.half_width) > 0.2  # as for units that are exactly 0
+
+
+def test_exact_design_covers_a_rare_rescue_at_few_replicates() -> None:
+    """The pivot at p = 0.9: no replicate of 8 shows the rescue 43% of the time. Coverage of the
+    decisive step's phi = 0.1 was 0.58 at 8 replicates; nominal is 0.95 (1,000 seeds, exact phi)."""
+    from car.sim import scenario_for
+    from car.sim.planted import shapley_values
+
+    model = scenario_for("planted-pivot", p=0.9)
+    n = model.size()
+    phi = np.array(shapley_values(model, [[k] for k in range(n)]))
+    recorded = model.recorded()
+    rng = np.random.default_rng(2026)
+
+    def value(mask: int, u: np.ndarray, u_score: float) -> float:
+        bad: list[bool] = []
+        for i in range(n):
+            bad.append(recorded[i] if mask >> i & 1 else bool(u[i] < model.bad_prob(i, tuple(bad))))
+        return float(u_score < model.fail_prob(tuple(bad)))
+
+    covered = np.zeros(n)
+    seeds = 1000
+    for _ in range(seeds):
+        rows = []
+        for _r in range(8):
+            u, u_score = rng.random(n), rng.random()
+            rows.append([value(mask, u, u_score) for mask in range(1 << n)])
+        est = estimate_replicates(np.array(rows))
+        covered += (est.low <= phi + 1e-12) & (phi - 1e-12 <= est.high)
+    assert min(covered / seeds) >= 0.93, covered / seeds

@@ -164,6 +164,9 @@ def estimate_walks(
     return _t_estimate(units[ok], ends[:, -1], ends[0::2, 0], level, floor)
 
 
+_ROUNDING = 1e-12  # below this a unit (a marginal of outcomes in [0, 1]) is rounding, not a marginal
+
+
 def _t_estimate(
     units: np.ndarray,
     v_all: np.ndarray,
@@ -186,6 +189,10 @@ def _t_estimate(
     count, _n = units.shape
     if count < 2:
         raise ValueError("the interval needs at least two complete independent units")
+    # A unit made of equal values is 0 up to rounding (the exact design's coefficients leave
+    # 1e-16 where every coalition failed alike): read as what it is, it would make the floor's scale
+    # 1e-16 and the interval a point.
+    units = np.where(np.abs(units) < _ROUNDING, 0.0, units)
     phi = units.mean(axis=0)
     s2 = units.var(axis=0, ddof=1)
     floored = np.zeros(s2.shape, dtype=bool)
