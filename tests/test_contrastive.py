@@ -260,4 +260,4 @@ def test_the_advice_after_an_abstention_is_more_than_what_just_failed() -> None:
     result = estimate_contrastive(np.zeros((3, 2)), np.array([1.0]), factual_exact=True)
     assert result.locus is None and result.needed_per_step is not None
     assert result.needed_per_step >= 4
-    assert f"(--samples {result.needed_per_step})" in (result.abstained_reason or "")
+    assert f"(--samples {result.needed_per_step}, a second look" in (result.abstained_reason or "")

@@ -298,9 +298,13 @@ def _abstain(
     # The normal approximation can fall at or below the n that just failed to decide (exact bounds
     # are wider at small n): never advise fewer than twice the samples already taken.
     needed = max(math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1, 2 * best.fail.n)
+    # A rerun with more samples looks at these replicates again, a second test of the same data
+    # (its false-locus rate can exceed the level: 3.0% for 2.5% at one step, exactly at min_effect);
+    # --adaptive's intervals hold however often they are looked at.
     return (
         f"no step's effect is significantly above {min_effect:.0%} at this sample size "
         f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
-        f"samples per step would decide (--samples {needed})",
+        f"samples per step would decide (--samples {needed}, a second look at these samples; "
+        "--adaptive samples until decided, with intervals valid however often it looks)",
         needed,
     )
