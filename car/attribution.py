@@ -32,12 +32,12 @@ from car.estimators.contrastive import (
 from car.fallback import NEVER_RATE, NEVER_REPRODUCES, Method, precheck, shapley_into_report
 from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
-from car.replay import Replay, Reproductions, RowRunner, gather_all
+from car.replay import Replay, Reproductions, RowRunner, describe_error, gather_all
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many
 from car.shapley import DEFAULT_BUDGET, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
-from car.trace import Action, Trace
+from car.trace import Trace
 
 if TYPE_CHECKING:
     from car.runner import Runner
@@ -266,27 +266,31 @@ async def _settle(comps: _Components) -> list[str]:
 async def match_draws(
     replay: Replay, match_samples: int, concurrency: int, tick: Callable[[], None]
 ) -> np.ndarray | None:
-    """Draw `match_samples` actions at each decision's recorded context; True where the draw's
-    signature equals the recorded action's. None when not measured (no draws, or the policy failed)."""
+    """Draw `match_samples` actions at each decision's recorded context: 1.0 where the draw's
+    signature equals the recorded action's, 0.0 where not, NaN where the draw failed (it is left
+    out, counted in `match_errors`, and the first failure is kept as the run's first error when it
+    has none). None when not measured (no draws, or every draw failed)."""
     trace = replay.trace
     decisions = trace.decision_steps
-
-    async def draw(step: int, j: int) -> Action:
-        action = await replay.sample_recorded(step, j)
-        tick()
-        return action
-
-    try:
-        draws = (draw(step, j) for step in decisions for j in range(match_samples))
-        actions = await gather_all(draws, concurrency)
-    except Exception as exc:  # the policy failed outside a rollout: no match rate, but keep going
-        replay.counters.first_error = replay.counters.first_error or f"match sampling: {exc}"
-        return None
     if match_samples == 0:
         return None
     recorded = [trace.steps[d].action.signature() for d in decisions]
-    matches = np.array([a.signature() for a in actions]).reshape(len(decisions), match_samples)
-    return np.asarray(matches == np.array(recorded)[:, None])
+
+    async def draw(k: int, j: int) -> float:
+        try:
+            action = await replay.sample_recorded(decisions[k], j)
+        except Exception as exc:  # one failed draw costs that draw only
+            replay.counters.match_errors += 1
+            if replay.counters.first_error is None:
+                replay.counters.first_error = f"match draw at step {decisions[k]}: {describe_error(exc)}"
+            return math.nan
+        finally:
+            tick()
+        return float(action.signature() == recorded[k])
+
+    draws = (draw(k, j) for k in range(len(decisions)) for j in range(match_samples))
+    matches = np.array(await gather_all(draws, concurrency)).reshape(len(decisions), match_samples)
+    return None if np.isnan(matches).all() else matches
 
 
 def _labelled(trace: Trace) -> Labelled | None:
@@ -354,6 +358,12 @@ def run_blocking(name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
     )
 
 
+def scorer_failed(first_error: str | None) -> bool:
+    """Whether a run's first error is its scorer's (it raised, or answered what is no score): the
+    scorer, user code or a built-in given the wrong options, is what to fix, not the backend."""
+    return first_error is not None and first_error.startswith("scorer ")
+
+
 def nothing_to_attribute(report: Report) -> str | None:
     """Why the scorer leaves nothing to attribute (it says the recorded run did not fail, or cannot
     score it), in the report's words; None otherwise. The batch makes such a trace an input error:
@@ -394,7 +404,12 @@ def _report(
     fact_ok = factual[~np.isnan(factual)]
     result: ContrastiveResult | None = None
     abstain: str | None = None
-    if len(fact_ok) == 0:
+    if len(fact_ok) == 0 and scorer_failed(c.first_error):
+        abstain = (
+            f"the scorer failed on the recorded run ({c.first_error}), so there is no failure to "
+            "compare against"
+        )
+    elif len(fact_ok) == 0:
         abstain = (
             f"the scorer {comps.scorer.spec!r} cannot score the recorded run, so there is no "
             "failure to compare against"
@@ -420,16 +435,25 @@ def _report(
     overall = Estimate(estimate=None, low=None, high=None, n=0)
     if matches is not None:
         draws = 0  # at recorded contexts: the match draws and the rollouts' own
+        drawn = ~np.isnan(matches)  # a failed draw is left out
         for k in range(len(decisions)):
-            hits = int(matches[k].sum())
-            lo, hi = mid_p(hits, match_samples, level)
-            match_by_pos[k] = Estimate(estimate=hits / match_samples, low=lo, high=hi, n=match_samples)
-            draws += match_samples + (seen.draws[k] if seen is not None else 0)
+            hits, n = int(np.nansum(matches[k])), int(drawn[k].sum())
+            if n:
+                lo, hi = mid_p(hits, n, level)
+                match_by_pos[k] = Estimate(estimate=hits / n, low=lo, high=hi, n=n)
+            draws += n + (seen.draws[k] if seen is not None else 0)
             if hits == 0 and (seen is None or seen.hits[k] == 0):
                 never.append(decisions[k])
-        total_hits = int(matches.sum())
-        lo, hi = mid_p(total_hits, matches.size, level)
-        overall = Estimate(estimate=total_hits / matches.size, low=lo, high=hi, n=matches.size)
+        total_hits, total = int(np.nansum(matches)), int(drawn.sum())
+        lo, hi = mid_p(total_hits, total, level)
+        overall = Estimate(estimate=total_hits / total, low=lo, high=hi, n=total)
+        if replay.counters.match_errors:
+            failed = replay.counters.match_errors
+            were = "was" if failed == 1 else "were"
+            notes.append(
+                f"{failed} of {many(matches.size, 'match draw')} failed and {were} left out of the "
+                "action-match rate (the first error is in the report)"
+            )
         if never and len(never) == len(decisions):
             # No draw took any recorded action. A wrong policy does that, but so does the recording
             # agent when its recorded actions were rare (a one-step trace of a 10% slip, 40 draws:
@@ -542,6 +566,7 @@ def _report(
             reused=c.reused,
             errored=errored,
             unscorable=c.unscorable,
+            match_errors=c.match_errors,
         ),
         seed=seed,
         level=level,

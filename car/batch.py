@@ -614,11 +614,14 @@ async def attribute_one(
 
 def report_status(report: Report, label: str) -> tuple[Status, str | None]:
     """A finished report's status and error before gates, by one rule for `car blame` and for
-    `car report` re-reading it: a backend error when its rollouts errored too often; an input error
-    naming `label` when its scorer leaves nothing to attribute (`nothing_to_attribute`: the scorer,
+    `car report` re-reading it: a backend error when its rollouts errored too often (an input error
+    naming `label` when the first error is its scorer's); an input error when its scorer leaves
+    nothing to attribute (`nothing_to_attribute`: the scorer,
     not the run, is what to fix; the report that says so is kept); else ok."""
-    from car.attribution import nothing_to_attribute
+    from car.attribution import nothing_to_attribute, scorer_failed
 
+    if report.status == "backend-errors" and scorer_failed(report.first_error):
+        return "input-error", f"{label}: {backend_failure(report)}"
     if report.status == "backend-errors":
         return "backend-error", backend_failure(report)
     if (reason := nothing_to_attribute(report)) is not None:

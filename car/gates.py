@@ -74,7 +74,12 @@ class Gates:
         if self.min_match_rate is not None:
             m = report.match_rate.estimate
             if m is None:
-                tripped.append("action-match rate not measured (--min-match-rate needs match samples)")
+                why = (
+                    f"every match draw failed; first: {report.first_error}"
+                    if report.budget.match_errors
+                    else "--min-match-rate needs match samples"
+                )
+                tripped.append(f"action-match rate not measured ({why})")
             elif m < self.min_match_rate:
                 tripped.append(
                     f"action-match rate {m:.0%} is below --min-match-rate {self.min_match_rate:.0%}: "

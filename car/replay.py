@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from car.errors import BackendError, RolloutError
-from car.protocols import Decision, Environment, Mode, Policy, Scorer, Trajectory, Turn
+from car.protocols import Decision, Environment, EnvStep, Mode, Policy, Scorer, Trajectory, Turn
 from car.rng import EventKey
 from car.trace import Action, Sampling, Step, Trace
 
@@ -148,6 +148,7 @@ class Counters:
     errors: int = 0
     unscorable: int = 0
     diverged: int = 0
+    match_errors: int = 0  # match draws that failed (left out of the action-match rate)
     first_error: str | None = None
 
 
@@ -258,7 +259,7 @@ class Replay:
         history = tuple(_copied(s) for s in self.trace.steps[:step])
         decision = self._decision(step, rec.actor, history, True)
         self.counters.policy_calls += 1
-        return await self.policy.act(decision, self.key(draw, step, "match"))
+        return _acted(self.policy, await self.policy.act(decision, self.key(draw, step, "match")))
 
     # -- the loop ------------------------------------------------------------------------------
     def _decision(
@@ -330,12 +331,16 @@ class Replay:
                     decision = self._decision(index, actor, tuple(turns), on_record)
                     calls += 1
                     self.counters.policy_calls += 1
-                    action = await self.policy.act(decision, self.key(replicate, index, "policy"))
+                    action = _acted(
+                        self.policy,
+                        await self.policy.act(decision, self.key(replicate, index, "policy")),
+                    )
                     mode = Mode.RESAMPLED
                 states.append(state)
                 self.counters.env_calls += 1
-                result = await self.env.step(
-                    state, index, actor, action, self.key(replicate, index, "env")
+                result = _stepped(
+                    self.env,
+                    await self.env.step(state, index, actor, action, self.key(replicate, index, "env")),
                 )
                 turn = Turn(index, actor, action, result.observations, mode, diverged)
                 on_record = (
@@ -388,7 +393,7 @@ class Replay:
     ) -> Rollout:
         """An errored rollout; its error says where it happened (`at`: the step, or the scorer)
         unless it already does."""
-        message = str(exc) if isinstance(exc, RolloutError | BackendError) else _describe(exc)
+        message = describe_error(exc)
         if not message.startswith((at, "step ", "scorer ")):
             message = f"{at}: {message}"
         self.counters.rollouts += 1
@@ -523,5 +528,30 @@ class RowRunner:
         return out, cost
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """An error as a report says it: car's own errors by their message (they say what and where),
+    any other by its type and message."""
+    if isinstance(exc, RolloutError | BackendError):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+def _acted(policy: Policy, action: object) -> Action:
+    """What `policy.act` returned, which must be an Action: anything else ends the rollout with an
+    error naming the policy (its `.signature()` would fail far from the cause)."""
+    if isinstance(action, Action):
+        return action
+    raise RolloutError(
+        f"policy {getattr(policy, 'spec', type(policy).__name__)!r} returned a "
+        f"{type(action).__name__}: act() must return a car.Action"
+    )
+
+
+def _stepped(env: Environment, result: object) -> EnvStep:
+    """What `env.step` returned, which must be an EnvStep (see `_acted`)."""
+    if isinstance(result, EnvStep):
+        return result
+    raise RolloutError(
+        f"environment {getattr(env, 'spec', type(env).__name__)!r} returned a "
+        f"{type(result).__name__}: step() must return a car.EnvStep"
+    )

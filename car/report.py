@@ -83,6 +83,9 @@ class Budget(_Model):
     reused: int = 0
     errored: int = 0
     unscorable: int = 0
+    match_errors: int = Field(
+        default=0, description="match draws that failed (left out of the match rate)"
+    )
 
 
 class ShapleyPlayer(_Model):

@@ -188,9 +188,17 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
     else:
         raise SpecError(f"{_WORD[kind]} {spec!r}: {type(obj).__name__} has no {method}() method")
     if not hasattr(component, method):
+        hint = ""
+        if kind == "scorer" and (component is None or isinstance(component, int | float | str)):
+            name = getattr(obj, "__name__", "score")
+            hint = (
+                f": it looks like a scorer function, which must be async (async def {name}"
+                "(trajectory) -> float | None), or a factory that returns an object with async score()"
+            )
         raise SpecError(
-            f"{_WORD[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()"
+            f"{_WORD[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()" + hint
         )
+    _check_async(kind, spec, component, (method, "restore") if kind == "env" else (method,))
     if not getattr(component, "spec", None):
         with contextlib.suppress(AttributeError):
             component.spec = spec
@@ -198,6 +206,19 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
         with contextlib.suppress(AttributeError):
             component.deterministic = False  # unknown: estimate the factual arm by replay
     return component
+
+
+def _check_async(kind: str, spec: str, component: Any, methods: tuple[str, ...]) -> None:
+    """Each of `methods` that the component defines with plain `def` is refused now: car awaits
+    them, and a number or None awaited fails each rollout with a TypeError far from the cause."""
+    for name in methods:
+        fn = getattr(component, name, None)
+        plain = inspect.unwrap(fn.__func__ if inspect.ismethod(fn) else fn) if callable(fn) else None
+        if inspect.isfunction(plain) and not inspect.iscoroutinefunction(plain):
+            raise SpecError(
+                f"{_WORD[kind]} {spec!r}: {type(component).__name__}.{name}() must be async "
+                f"(async def {name}(...)): car awaits it"
+            )
 
 
 def _make(kind: str, spec: str, trace: Trace) -> Any:

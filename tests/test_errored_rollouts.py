@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import car
 from car import Action, Decision, EventKey
 from car.protocols import Policy
@@ -98,3 +100,132 @@ def test_every_rendering_shows_why_rollouts_errored(
     page = tmp_path / "report.html"
     r = run_cli("blame", trace, "--no-store", "--format", "html", "-o", page)
     assert r.code == 0 and why.replace("'", "&#x27;") in page.read_text(), r.err
+
+
+@dataclass
+class WrongTypePolicy:
+    """Returns a dict instead of an Action where `wrong(key)` says so."""
+
+    inner: Policy
+    wrong: Callable[[EventKey], bool]
+    spec: str = "wrong-type"
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        action = await self.inner.act(decision, key)
+        return {"text": action.text} if self.wrong(key) else action  # type: ignore[return-value]
+
+
+def test_a_policy_that_returns_no_action_errs_those_rollouts_and_names_itself() -> None:
+    """It crashed the whole run ("AttributeError: 'dict' object has no attribute 'signature'"),
+    losing every rollout, without naming the policy."""
+    trace = load_trace(TRACES / "support-refund.json")
+    inner = make_policy("sim:support-refund", trace)
+    policy = WrongTypePolicy(inner, lambda key: key.uniform() < 0.05)
+    report = car.blame(trace, policy=policy, samples=16)
+    assert 0 < report.budget.errored < report.budget.rollouts and report.status == "ok"
+    assert report.first_error is not None and report.first_error.endswith(
+        "policy 'wrong-type' returned a dict: act() must return a car.Action"
+    )
+
+
+def test_one_failed_match_draw_costs_that_draw_only() -> None:
+    """One draw that raised lost the whole action-match rate ("not measured"), and a
+    --min-match-rate gate then blamed missing match samples."""
+    trace = load_trace(TRACES / "support-refund.json")
+    inner = make_policy("sim:support-refund", trace)
+
+    @dataclass
+    class OneBadDraw:
+        spec: str = "one-bad-draw"
+
+        async def act(self, decision: Decision, key: EventKey) -> Action:
+            if key.kind == "match" and key.replicate == 3 and key.step == trace.decision_steps[0]:
+                raise Hiccup("transient 503")
+            return await inner.act(decision, key)
+
+    report = car.blame(trace, policy=OneBadDraw(), samples=4, match_samples=8)
+    draws = 8 * len(trace.decision_steps)
+    assert report.match_rate.n == draws - 1 and report.budget.match_errors == 1
+    assert report.steps[trace.decision_steps[0]].match_rate.n == 7  # type: ignore[union-attr]
+    assert f"1 of {draws} match draws failed and was left out of the action-match rate" in " ".join(
+        report.notes
+    )
+    assert report.first_error == f"match draw at step {trace.decision_steps[0]}: Hiccup: transient 503"
+
+    @dataclass
+    class EveryDrawFails:
+        spec: str = "no-draws"
+
+        async def act(self, decision: Decision, key: EventKey) -> Action:
+            if key.kind == "match":
+                raise Hiccup("transient 503")
+            return await inner.act(decision, key)
+
+    from car.gates import Gates
+
+    none = car.blame(trace, policy=EveryDrawFails(), samples=4, match_samples=2)
+    assert none.match_rate.estimate is None and none.budget.match_errors == 2 * len(trace.decision_steps)
+    (tripped,) = Gates(min_match_rate=0.5).check(none)
+    assert tripped.startswith("action-match rate not measured (every match draw failed; first: ")
+
+
+def test_an_environment_that_returns_no_envstep_is_named() -> None:
+    from car.specs import make_env
+
+    trace = load_trace(TRACES / "support-refund.json")
+    inner = make_env("sim:support-refund", trace)
+
+    @dataclass
+    class WrongEnv:
+        spec: str = "wrong-env"
+
+        async def restore(self, turns: tuple[object, ...]) -> object:
+            return await inner.restore(turns)  # type: ignore[arg-type]
+
+        async def step(self, *args: object) -> object:
+            return "observation"
+
+    report = car.blame(trace, env=WrongEnv(), samples=4, max_error_rate=1.0)
+    assert report.first_error is not None and report.first_error.endswith(
+        "environment 'wrong-env' returned a str: step() must return a car.EnvStep"
+    )
+
+
+def _scorer_file(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "my_scorer.py"
+    path.write_text(body)
+    return f"{path}@check"
+
+
+def test_a_scorer_that_answers_no_score_is_an_input_error(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """It was a backend failure (exit 3) whose report said the scorer "cannot score the recorded
+    run": the scorer answered, with what is no score."""
+    scorer = _scorer_file(tmp_path, "async def check(trajectory):\n    return 'yes'\n")
+    r = run_cli("blame", TRACES / "pivot.json", "--scorer", scorer, "--no-store", "--samples", "4")
+    assert r.code == 2, (r.out, r.err)
+    assert "returned 'yes': a score is a number in [0, 1]" in r.err
+    assert "Traceback" not in r.err
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (
+            "class S:\n    def score(self, trajectory, key):\n        return 1.0\ncheck = S()\n",
+            "S.score() must be async (async def score(...)): car awaits it",
+        ),
+        (
+            "def check(trajectory):\n    return 1.0\n",
+            "built a float, which has no score(): it looks like a scorer function, which must be "
+            "async (async def check(trajectory) -> float | None)",
+        ),
+    ],
+)
+def test_a_scorer_that_is_not_async_is_refused_before_any_work(
+    tmp_path: Path, run_cli: Callable[..., Result], body: str, says: str
+) -> None:
+    r = run_cli("blame", TRACES / "pivot.json", "--scorer", _scorer_file(tmp_path, body), "--no-store")
+    assert r.code == 2, (r.out, r.err)
+    assert says in r.err and len(r.err.strip().splitlines()) == 1, r.err
