@@ -277,6 +277,7 @@ async def blame_adaptive_async(
             rows=run.rows,
             stopped=run.stopped,
             open_steps=open_steps,
+            open_upper=max((run.state.decision_highs[k] for k in run.state.open), default=None),
             statement=statement,
         )
         report.notes.append(statement)  # rendered with the other notes: no renderer change needed

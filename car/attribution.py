@@ -616,13 +616,16 @@ def headline(report: Report) -> str:
     # What the rule shows: no later step's effect is significantly above --min-effect (with few
     # samples a later step may still matter; it is not shown to). An adaptive run that stopped with
     # later steps undecided says so, and how much their intervals leave possible.
+    # The bound quoted is the one that decides (over all steps), not the displayed per-step one: a
+    # displayed upper end below --min-effect read as "decided" while the step was still open.
     undecided = [i for i in report.adaptive.open_steps if i > s.index] if report.adaptive else []
-    highs = [e.high for i in undecided if (e := report.steps[i].effect) and e.high is not None]
-    if undecided and highs:
+    upper = report.adaptive.open_upper if report.adaptive else None
+    if undecided and upper is not None:
         one = len(undecided) == 1
         tail = (
             f"; step{'' if one else 's'} {_join(undecided)} {'is' if one else 'are'} still undecided "
-            f"(re-deciding from {'it' if one else 'one of them'} may remove up to {max(highs):.0%})"
+            f"(re-deciding from {'it' if one else 'one of them'} may remove up to {upper:.0%} at "
+            f"the level that decides, over all {sum(x.decision for x in report.steps)} steps)"
         )
     elif later:
         tail = f"; from step {later[0]} on, no step is shown to remove more than {report.min_effect:.0%}"

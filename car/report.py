@@ -137,6 +137,11 @@ class Adaptive(_Model):
     open_steps: list[int] = Field(
         default_factory=list, description="steps whose verdict could still change the locus"
     )
+    open_upper: float | None = Field(
+        default=None,
+        description="the largest effect the open steps may still have: their upper bounds at the "
+        "level that decides (Bonferroni over the steps), not the displayed per-step intervals'",
+    )
     statement: str
 
 

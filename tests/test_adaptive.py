@@ -87,6 +87,23 @@ def test_report_says_certified_or_best_guess() -> None:
     assert tight.adaptive.rollouts <= 25
 
 
+def test_a_best_guess_quotes_the_bound_that_keeps_its_later_steps_open() -> None:
+    """The headline said later steps "may remove up to 8%" (their displayed per-step intervals) with
+    --min-effect 10%, so a reader took them for decided: the bound that decides is adjusted over the
+    steps, and it is above 10% for an open step."""
+    from car.trace import load_trace
+    from tests.conftest import TRACES
+
+    trace = load_trace(TRACES / "long-and.json")
+    rep = asyncio.run(blame_adaptive_async(trace, budget=200, seed=0))
+    ad = rep.adaptive
+    assert ad is not None and not ad.certified and ad.open_steps and ad.open_upper is not None
+    assert ad.open_upper > rep.min_effect
+    assert f"may remove up to {ad.open_upper:.0%} at the level that decides" in rep.headline
+    shown = max(h for i in ad.open_steps if (h := rep.steps[i].effect.high) is not None)  # type: ignore[union-attr]
+    assert shown <= ad.open_upper
+
+
 def test_target_width_stops_early() -> None:
     trace = record("planted-pivot", p=0.9)
     rep = asyncio.run(blame_adaptive_async(trace, budget=5000, target_width=0.1, min_effect=0.0, seed=1))

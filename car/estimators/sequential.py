@@ -33,6 +33,8 @@ class LocusState:
     locus: int | None
     certified: bool
     result: ContrastiveResult  # anytime-valid intervals at `confidence`, verdicts at delta/m
+    # the effects' upper bounds at delta/m, which decide "below": what an open step may still be
+    decision_highs: tuple[float, ...] = ()
 
 
 def _effect(
@@ -94,9 +96,11 @@ def locus_state(
     above = set(previous.above) if previous else set()
     below = set(previous.below) if previous else set()
     draft: list[PositionEstimate] = []
+    highs: list[float] = []
     for k in range(m):
         fail, effect = _effect(arms[k], factual, v, delta)
         _, strict = _effect(arms[k], factual, v, alpha)
+        highs.append(strict.high)
         if strict.n and k not in below and strict.low > min_effect:
             above.add(k)
         if strict.n and k not in above and strict.high <= min_effect:
@@ -150,4 +154,6 @@ def locus_state(
         min_effect,
         alpha,
     )
-    return LocusState(frozenset(above), frozenset(below), still_open, locus, certified, result)
+    return LocusState(
+        frozenset(above), frozenset(below), still_open, locus, certified, result, tuple(highs)
+    )
