@@ -510,6 +510,20 @@ def _report(
             )
         if len(shared) >= 2:
             notes.append(f"credit looks shared: steps {_join(shared)} each carry a significant drop")
+        # The rule names the latest step shown to matter: a later step with no scored rollout was
+        # not looked at, so it could be the point of commitment.
+        unseen = [
+            decisions[p.position]
+            for p in result.positions
+            if p.effect.n == 0 and (result.locus is None or p.position > result.locus)
+        ]
+        if locus is not None and unseen:
+            one = len(unseen) == 1
+            notes.append(
+                f"step{'' if one else 's'} {_join(unseen)} after the locus had no scored rollout "
+                f"(every one errored or was unscorable): the locus holds only if "
+                f"{'it is' if one else 'they are'} not where the run was decided"
+            )
 
     if trace.fidelity is not None:
         # A policy that sends the record's reasoning back (anthropic: with Anthropic's own blocks)

@@ -229,3 +229,31 @@ def test_a_scorer_that_is_not_async_is_refused_before_any_work(
     r = run_cli("blame", TRACES / "pivot.json", "--scorer", _scorer_file(tmp_path, body), "--no-store")
     assert r.code == 2, (r.out, r.err)
     assert says in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_a_locus_ahead_of_a_step_never_scored_says_it_is_conditional() -> None:
+    """Every rollout of the last step's arm errored: the rule named step 1, as if step 2 had been
+    shown not to matter."""
+    trace = load_trace(TRACES / "pivot.json")
+    inner = make_policy("sim:pivot", trace)
+    last = trace.decision_steps[-1]
+
+    @dataclass
+    class BlindAtTheEnd:
+        spec: str = "blind"
+
+        async def act(self, decision: Decision, key: EventKey) -> Action:
+            on_record = all(
+                t.action.identity() == trace.steps[t.index].action.identity() for t in decision.history
+            )
+            if decision.step == last and on_record:  # every rollout of the last step's arm
+                raise Hiccup("down")
+            return await inner.act(decision, key)
+
+    report = car.blame(trace, policy=BlindAtTheEnd(), samples=32, match_samples=0, max_error_rate=1.0)
+    assert report.locus == 1
+    assert report.steps[last].effect is not None and report.steps[last].effect.n == 0
+    assert (
+        f"step {last} after the locus had no scored rollout (every one errored or was unscorable): "
+        "the locus holds only if it is not where the run was decided"
+    ) in report.notes
