@@ -9,7 +9,6 @@ import asyncio
 import json
 import math
 import os
-import stat
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +35,7 @@ from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
+from car.tracefiles import same_file
 
 __all__ = [
     "USAGE_COUNTERS",
@@ -145,27 +145,6 @@ def prepare_output(path: Path) -> None:
         raise InputError(f"{path}: cannot write the report (it is a directory; name a file)")
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one regular file (or one that does not exist yet): spelled differently,
-    through a link, or a hard link. Devices, pipes and sockets are never one file: writing twice to
-    /dev/null, or to /dev/stdout and /dev/stderr joined by `2>&1`, loses nothing."""
-    if not (_regular_or_missing(a) and _regular_or_missing(b)):
-        return False
-    try:
-        if a.resolve() == b.resolve():
-            return True
-        return a.samefile(b)
-    except (OSError, RuntimeError):  # one does not exist yet (or a link loops): two files
-        return False
-
-
-def _regular_or_missing(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:  # not there yet (or a link loops): compared by name
-        return True
-
-
 def check_outputs(req: BlameRequest) -> None:
     """Refuse, before any work, outputs that would overwrite each other, a trace being attributed or
     the rollout store (every report was written, and the last one silently won; a report over the
@@ -174,7 +153,7 @@ def check_outputs(req: BlameRequest) -> None:
     named += [(f"--report {fmt.value}={path}", path) for fmt, path in req.reports]
     for i, (flag, path) in enumerate(named):
         for other, other_path in named[:i]:
-            if _same_file(path, other_path):
+            if same_file(path, other_path):
                 raise InputError(
                     f"{other} and {flag} write the same file; give each report its own path"
                 )
@@ -188,7 +167,7 @@ def check_outputs(req: BlameRequest) -> None:
         kept.append((store, f"the rollout store {store}"))
     for flag, path in named:
         for target, what in kept:
-            if _same_file(path, target):
+            if same_file(path, target):
                 raise InputError(f"{flag} would overwrite {what}; write the report elsewhere")
 
 
@@ -197,12 +176,12 @@ def own_outputs(req: BlameRequest) -> Callable[[Path], bool]:
     its last run wrote it there, and running the same command again must resume, not read it as a
     trace. A file named directly is still a trace, and `check_outputs` refuses to overwrite it."""
     outputs = [p for p in (req.output, *(path for _, path in req.reports)) if p is not None]
-    return lambda found: any(_same_file(found, out) for out in outputs)
+    return lambda found: any(same_file(found, out) for out in outputs)
 
 
 def check_rerender_output(source: Path, output: Path | None) -> None:
     """Refuse, before any work, a `car report -o` naming the store or file it re-renders."""
-    if output is not None and _same_file(output, source):
+    if output is not None and same_file(output, source):
         raise InputError(
             f"-o {output} would overwrite {source}, the source it re-renders; write the report elsewhere"
         )
@@ -575,7 +554,7 @@ def _pick(found: Sequence[_Analysis], pick: str, source: str | Path) -> list[_An
     def same_trace(r: TraceResult) -> bool:
         if pick in (r.trace_id, r.path):
             return True
-        return bool(r.path) and _same_file(Path(pick), Path(r.path))
+        return bool(r.path) and same_file(Path(pick), Path(r.path))
 
     chosen = [a for a in found if same_trace(a.result)]
     if chosen:

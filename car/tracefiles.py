@@ -33,6 +33,7 @@ __all__ = [
     "is_folder",
     "is_trace_name",
     "natural_key",
+    "same_file",
     "walk",
 ]
 
@@ -112,3 +113,24 @@ def walk(root: str | Path) -> list[Entry]:
             elif stat.S_ISREG(what.st_mode) and is_trace_name(name):
                 found.append(Entry(path))
     return sorted(found, key=lambda e: natural_key(e.path))
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one regular file (or one that does not exist yet): spelled differently,
+    through a link, or a hard link. Devices, pipes and sockets are never one file: writing twice to
+    /dev/null, or to /dev/stdout and /dev/stderr joined by `2>&1`, loses nothing."""
+    if not (_regular_or_missing(a) and _regular_or_missing(b)):
+        return False
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.samefile(b)
+    except (OSError, RuntimeError):  # one does not exist yet (or a link loops): two files
+        return False
+
+
+def _regular_or_missing(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:  # not there yet (or a link loops): compared by name
+        return True
