@@ -532,11 +532,12 @@ def import_(
         ),
     ] = "auto",
     output: Annotated[
-        Path | None,
+        str | None,  # not Path, which drops the trailing slash of `-o DIR/`
         typer.Option(
             "-o",
             "--output",
-            help="Write the trace here (a directory for several runs; - or none: stdout).",
+            help="Write the trace here (a directory for several runs, or ending in /; - or none: "
+            "stdout).",
             metavar="PATH",
         ),
     ] = None,

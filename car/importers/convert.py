@@ -2,9 +2,10 @@
 
 One run goes to `-o FILE` (or stdout: no `-o`, or `-o -`); several go to `-o DIR`, one file per run,
 named after the trace id (an `-o` that is a file, ends in `.json`, or is `-`, is refused for several
-runs: one JSON document per trace is what car reads back). Missing parent
-directories are made. An existing file is never half-written: each trace is written to a temporary
-name and renamed.
+runs: one JSON document per trace is what car reads back). An `-o` ending in `/` is a directory
+even for one run. Missing parent directories are made. An existing file is never half-written: each
+trace is written to a temporary name and renamed. An `-o` that would overwrite the file being
+imported is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from car.errors import InputError
 from car.importers.base import MAX_NESTING, nested_too_deep
 from car.jsonfile import os_reason
 from car.trace import Trace
-from car.tracefiles import is_folder
+from car.tracefiles import is_folder, same_file
 
 __all__ = ["write_imported"]
 
@@ -80,7 +81,10 @@ def _summary(trace: Trace) -> str:
 
 
 def write_imported(
-    file: Path, fmt: str = "auto", output: Path | None = None, item: int | None = None
+    file: Path,
+    fmt: str = "auto",
+    output: str | os.PathLike[str] | None = None,
+    item: int | None = None,
 ) -> list[str]:
     """Import `file` and write the result; returns the progress lines for stderr."""
     from car.importers import import_file, load_any
@@ -88,18 +92,22 @@ def write_imported(
     runs = None if item is not None else import_file(file, fmt)
     traces = list(runs) if runs is not None else [load_any(file, fmt, item)]
     lines = [f"imported {_summary(t)}" for t in traces]
-    dest = None if output is None or str(output) == "-" else output  # `-o -` is stdout
-    if len(traces) == 1 and (dest is None or not is_folder(dest)):
+    raw = None if output is None else os.fspath(output)
+    dest = None if raw is None or raw == "-" else Path(raw)  # `-o -` is stdout
+    # `-o DIR/` names a directory, made if missing, even for one run (Path drops the slash)
+    as_dir = raw is not None and raw.endswith(tuple(s for s in (os.sep, os.altsep) if s))
+    if len(traces) == 1 and (dest is None or not (as_dir or is_folder(dest))):
         if dest is None:
             sys.stdout.write(_encoded(traces[0], "stdout", file).decode("utf-8"))
         else:
+            _refuse_overwriting(file, output, dest, [dest])
             _write(dest, traces[0], file)
             lines.append(f"wrote {dest}")
         return lines
     n = len(traces)
     # where car may not look, `dest` is taken as no directory: writing it names the error
     if dest is None or (
-        not is_folder(dest) and (os.path.exists(dest) or dest.suffix.lower() == ".json")
+        not as_dir and not is_folder(dest) and (os.path.exists(dest) or dest.suffix.lower() == ".json")
     ):
         if output is None:
             named = ""
@@ -112,16 +120,32 @@ def write_imported(
             f"{file}: holds {held} runs; {named}write them to a directory with -o DIR, or pick one "
             f"with --item N (0 to {held - 1})"
         )
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{dest}: cannot create the directory ({os_reason(exc)})") from None
     used: set[str] = set()
+    targets: list[Path] = []
     for t in traces:
         name = _safe(t.id)
         while name in used:
             name += "_"
         used.add(name)
-        _write(dest / f"{name}.json", t, file)
+        targets.append(dest / f"{name}.json")
+    _refuse_overwriting(file, output, dest, targets)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{dest}: cannot create the directory ({os_reason(exc)})") from None
+    for t, target in zip(traces, targets, strict=True):
+        _write(target, t, file)
     lines.append(f"wrote {n} trace{'s' if n != 1 else ''} to {dest}")
     return lines
+
+
+def _refuse_overwriting(file: Path, output: object, dest: Path, targets: list[Path]) -> None:
+    """Refuse, before anything is written, an `-o` that would replace the file being imported (as
+    `car blame -o` refuses to overwrite the trace it attributes): the input was lost, exit 0."""
+    for target in targets:
+        if same_file(target, file):
+            into = "" if target in (dest, file) else f" (as {target})"
+            raise InputError(
+                f"-o {output} would overwrite {file}, the file it imports{into}; write the trace "
+                "elsewhere"
+            )

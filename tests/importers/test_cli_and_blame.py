@@ -395,3 +395,47 @@ def test_a_failed_write_leaves_no_temporary_file(
     with pytest.raises(InputError, match="lone UTF-16 surrogate"):
         convert._write(out, cut)
     assert list(out.parent.iterdir()) == []
+
+
+def test_import_refuses_an_o_that_would_overwrite_the_file_it_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`car import self.json -o self.json` replaced the input with the converted trace and exited 0
+    (`car blame -o` refuses to overwrite the trace it attributes)."""
+    src = tmp_path / "self.json"
+    src.write_text(json.dumps(GROUP_CHAT))
+    before = src.read_bytes()
+    for spelled in (str(src), str(tmp_path / "." / "self.json")):
+        assert run(["import", str(src), "-o", spelled]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"car: error: -o {spelled} would overwrite {src}, the file it imports; write the trace "
+            "elsewhere"
+        ]
+    assert src.read_bytes() == before
+    # a trace written into a directory under the name of the file it was read from
+    out = tmp_path / "runs"
+    assert run(["import", str(src), "-o", f"{out}/"]) == 0
+    (written,) = out.iterdir()
+    again = written.read_bytes()
+    capsys.readouterr()
+    assert run(["import", str(written), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"car: error: -o {out} would overwrite {written}, the file it imports; write the trace elsewhere"
+    ]
+    assert written.read_bytes() == again and list(tmp_path.glob("**/*.tmp")) == []
+
+
+def test_import_o_with_a_trailing_slash_is_a_directory_made_if_missing(
+    tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o newdir/` wrote one run to a plain file called `newdir`."""
+    out = tmp_path / "new" / "dir"
+    assert run(["import", str(fixtures / "responses.json"), "-o", f"{out}/"]) == 0
+    assert out.is_dir()
+    (written,) = out.iterdir()
+    assert written.suffix == ".json" and load_trace(written).version == "car.trace/v1"
+    assert capsys.readouterr().err.splitlines()[-1] == f"wrote 1 trace to {out}"
+    # several runs: a name ending in .json is a directory too when it ends in /
+    runs = tmp_path / "runs.json"
+    assert run(["import", str(fixtures / "tau_bench.json"), "-o", f"{runs}/"]) == 0
+    assert runs.is_dir() and len(list(runs.glob("*.json"))) == 2
