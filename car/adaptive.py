@@ -200,6 +200,7 @@ async def blame_adaptive_async(
     """
     from car.attribution import _report, _settle, headline, match_draws, prepare
 
+    check_arguments(policy=policy, env=env, scorer=scorer, progress=progress)
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
         decisions = trace.decision_steps

@@ -1,6 +1,6 @@
-"""The type and range of every argument `car.blame`, `blame_async` and `blame_many` take, checked
-before any work. A message names the argument as the caller gave it (`car.errors.option_name`):
-`samples=` from Python, `--samples` on the command line.
+"""The type and range of every argument `car.blame`, `blame_async` and `blame_many` take (the
+components and callbacks too), checked before any work. A message names the argument as the caller
+gave it (`car.errors.option_name`): `samples=` from Python, `--samples` on the command line.
 
 Light on purpose (no numpy): the batch checks its options with it before it loads anything.
 """
@@ -76,7 +76,86 @@ def _shard(name: str, value: object) -> None:
         raise InputError(f"{option_name(name)} must be (K, N) with 1 <= K <= N, got ({k}, {n})")
 
 
+def _lacks(value: object, members: tuple[str, ...]) -> list[str]:
+    """The members `value` lacks; a name ending in `()` must be callable."""
+    return [
+        m
+        for m in members
+        if not (callable(getattr(value, m[:-2], None)) if m.endswith("()") else hasattr(value, m))
+    ]
+
+
+def _which(value: object, missing: list[str]) -> str:
+    """What was given, and for an object, what it lacks."""
+    if value is None or isinstance(value, numbers.Number | str | bytes | list | tuple | dict | set):
+        return _given(value)
+    return f"an object of type {type(value).__name__}, which has no {_listed(missing, 'or')}"
+
+
+def _listed(names: tuple[str, ...] | list[str], last: str) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def _component(name: str, value: object, *, kind: str, members: tuple[str, ...], specs: str) -> None:
+    """None (the trace's own), a spec string, or an object with what `car.protocols.<kind>` needs
+    (its `runtime_checkable` members, named here so that `import car.arguments` stays light)."""
+    if value is None or isinstance(value, str):
+        return
+    missing = _lacks(value, members)
+    if missing:
+        raise InputError(
+            f"{option_name(name)} must be a spec string ({specs}) or a car.{kind} (an object with "
+            f"{_listed(members, 'and')}), got {_which(value, missing)}"
+        )
+
+
+def _object(name: str, value: object, *, what: str, members: tuple[str, ...]) -> None:
+    """None, or an object with `members` (`what` says what is meant)."""
+    if value is None:
+        return
+    missing = _lacks(value, members)
+    if missing:
+        raise InputError(f"{option_name(name)} must be {what} or None, got {_which(value, missing)}")
+
+
+def _callable(name: str, value: object, *, what: str) -> None:
+    if value is not None and not callable(value):
+        raise InputError(f"{option_name(name)} must be {what} or None, got {_given(value)}")
+
+
 _RULES: dict[str, Callable[[str, object], object]] = {
+    "policy": partial(
+        _component,
+        kind="Policy",
+        members=("spec", "act()"),
+        specs="'sim:NAME', 'openai:MODEL', 'path/to/policy.py@name'",
+    ),
+    "env": partial(
+        _component,
+        kind="Environment",
+        members=("spec", "restore()", "step()"),
+        specs="'recorded', 'sim:NAME', 'path/to/env.py@name'",
+    ),
+    "scorer": partial(
+        _component,
+        kind="Scorer",
+        members=("spec", "deterministic", "score()"),
+        specs="'tool-called:NAME', 'regex:PATTERN', 'path/to/scorer.py@name'",
+    ),
+    "progress": partial(_callable, what="a function (phase, done, total)"),
+    "options": partial(_object, what="a car.BatchOptions", members=("blame_kwargs()",)),
+    "store": partial(
+        _object,
+        what="a car.store.RolloutStore (an object with get() and put())",
+        members=("get()", "put()"),
+    ),
+    "on_result": partial(_callable, what="a function taking each car.TraceResult"),
+    "batch_progress": partial(
+        _object,
+        what="a car.batch.BatchProgress (an object with trace_started(), trace_advanced() and "
+        "trace_finished())",
+        members=("trace_started()", "trace_advanced()", "trace_finished()"),
+    ),
     "samples": partial(_count, least=1),
     "match_samples": partial(_count, least=0),
     "seed": _whole,
@@ -98,11 +177,17 @@ _RULES: dict[str, Callable[[str, object], object]] = {
 }
 
 
+# Rules kept apart under another key, for an argument whose name means another thing elsewhere:
+# `blame_many`'s `progress` is an object with methods, `blame`'s a function.
+_SHOWN = {"batch_progress": "progress"}
+
+
 def check_arguments(**values: object) -> None:
-    """Check each argument car has a rule for, by name (`samples=8`); the others (the policy,
-    environment and scorer: anything that implements their protocol) pass. The first that is the
-    wrong type or out of range is an `InputError` naming it, what is valid and what was given."""
+    """Check each argument car has a rule for, by name (`samples=8`); the others pass. A component
+    (`policy`, `env`, `scorer`) is a spec string or any object with its protocol's members. The
+    first that is the wrong type or out of range is an `InputError` naming it, what is valid and
+    what was given."""
     for name, value in values.items():
         rule = _RULES.get(name)
         if rule is not None:
-            rule(name, value)
+            rule(_SHOWN.get(name, name), value)

@@ -152,6 +152,10 @@ async def blame_async(
     front of every rollout; batch attribution (`car.batch`) passes one shared by all traces.
     """
     check_arguments(
+        policy=policy,
+        env=env,
+        scorer=scorer,
+        progress=progress,
         samples=samples,
         match_samples=match_samples,
         seed=seed,

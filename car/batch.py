@@ -731,8 +731,12 @@ async def blame_many_async(
     planned: Sequence[_Planned] | None = None,
 ) -> list[TraceResult]:
     """Attribute many traces; results in input order. See `blame_many`."""
+    check_arguments(options=options)
     opts = options or BatchOptions()
     check_arguments(  # before any trace is read: types and ranges, named as the caller gave them
+        store=store,
+        on_result=on_result,
+        batch_progress=progress,
         concurrency=concurrency,
         traces_at_once=traces_at_once,
         shard=shard,

@@ -148,3 +148,107 @@ def test_the_adaptive_and_shapley_entry_points_check_with_the_same_rules() -> No
         asyncio.run(blame_adaptive_async(str(TRACE), confidence=2))
     with pytest.raises(InputError, match=r"^budget= must be at least 1 rollout, got 0$"):
         car.blame(str(TRACES / "and.json"), method="shapley", budget=0)
+
+
+class _NoScore:
+    spec = "half-a-scorer"
+    deterministic = True
+
+
+_POLICY = "policy= must be a spec string ('sim:NAME', 'openai:MODEL', 'path/to/policy.py@name') or a "
+_POLICY += "car.Policy (an object with spec and act()), got 42 (int)"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"policy": 42}, _POLICY),
+        (
+            {"env": 1.5},
+            "env= must be a spec string ('recorded', 'sim:NAME', 'path/to/env.py@name') or a "
+            "car.Environment (an object with spec, restore() and step()), got 1.5 (float)",
+        ),
+        (
+            {"scorer": _NoScore()},
+            "scorer= must be a spec string ('tool-called:NAME', 'regex:PATTERN', "
+            "'path/to/scorer.py@name') or a car.Scorer (an object with spec, deterministic and "
+            "score()), got an object of type _NoScore, which has no score()",
+        ),
+        (
+            {"progress": "bar"},
+            "progress= must be a function (phase, done, total) or None, got 'bar' (str)",
+        ),
+    ],
+)
+def test_a_component_of_the_wrong_type_is_named(given: dict[str, Any], message: str) -> None:
+    """`car.blame(path, policy=42)` raised AttributeError: 'int' object has no attribute 'spec'."""
+    with pytest.raises(InputError) as info:
+        car.blame(TRACE, **given)
+    assert str(info.value) == message
+    with pytest.raises(InputError) as info:
+        asyncio.run(car.blame_async(TRACE, **given))
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("options", "kwargs", "message"),
+    [
+        ({"policy": 42}, {}, _POLICY),
+        ({"policy": 42, "adaptive": True}, {}, _POLICY),
+        ({}, {"options": 42}, "options= must be a car.BatchOptions or None, got 42 (int)"),
+        (
+            {},
+            {"store": "cache.sqlite"},
+            "store= must be a car.store.RolloutStore (an object with get() and put()) or None, "
+            "got 'cache.sqlite' (str)",
+        ),
+        (
+            {},
+            {"on_result": 1},
+            "on_result= must be a function taking each car.TraceResult or None, got 1 (int)",
+        ),
+        (
+            {},
+            {"progress": print},
+            "progress= must be a car.batch.BatchProgress (an object with trace_started(), "
+            "trace_advanced() and trace_finished()) or None, got an object of type "
+            "builtin_function_or_method, which has no trace_started(), trace_advanced() or "
+            "trace_finished()",
+        ),
+    ],
+)
+def test_blame_many_names_a_component_of_the_wrong_type_before_any_work(
+    options: dict[str, Any], kwargs: dict[str, Any], message: str
+) -> None:
+    """A policy of the wrong type was each trace's `backend-error` (AttributeError); `options=42`
+    and a progress without methods raised AttributeError, `on_result=1` TypeError."""
+    kwargs = {"options": car.BatchOptions(**options), **kwargs}
+    with pytest.raises(InputError) as info:
+        car.blame_many(TRACE, **kwargs)
+    assert str(info.value) == message
+    with pytest.raises(InputError) as info:
+        asyncio.run(car.blame_many_async(TRACE, **kwargs))
+    assert str(info.value) == message
+
+
+def test_the_component_check_asks_what_the_protocols_ask() -> None:
+    """The members are named in `car.arguments` (which loads no protocol); they must be the
+    `runtime_checkable` protocols' own: an object passes exactly when it is an instance."""
+    from car.arguments import check_arguments
+    from car.protocols import Environment, Policy, Scorer
+    from car.specs import make_env, make_policy, make_scorer
+
+    trace = car.load_trace(TRACE)
+    real = [
+        make_policy("sim:pivot", trace),
+        make_env("sim:pivot", trace),
+        make_scorer("sim:pivot", trace),
+    ]
+    for name, protocol in (("policy", Policy), ("env", Environment), ("scorer", Scorer)):
+        for value in (*real, _NoScore(), object()):
+            try:
+                check_arguments(**{name: value})
+                passed = True
+            except InputError:
+                passed = False
+            assert passed == isinstance(value, protocol), (name, value)
