@@ -599,8 +599,9 @@ def read_results(source: str | Path) -> list[TraceResult]:
         text = read_bytes(p, what="a car store, report or results").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: {_NOT_OURS} (byte {exc.start} is not UTF-8 text); {_READS}") from None
-    if not text.strip():
-        return []
+    if not text.strip():  # a store, a report or JSONL records: whichever was meant, it holds none
+        what = "an empty file" if not text else "a file of only white space"
+        raise InputError(f"{p}: {what}, with no reports in it; {_READS}")
     try:
         doc = json.loads(text, parse_constant=reject_constant)
     except (ValueError, RecursionError) as whole:

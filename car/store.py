@@ -136,6 +136,13 @@ def _either(ways: Sequence[str]) -> str:
     return ", ".join(ways[:-1]) + ", or " + ways[-1]
 
 
+def _way_out(path: Path, ways: Sequence[str]) -> str:
+    """For a damaged store only (an SQLite file, or car's own tables): the caller's ways, or
+    removing it."""
+    force = "" if path.parent.name == DEFAULT_DIR else " --force"
+    return _either([*ways, f"remove it (car cache clear --store {path}{force})"])
+
+
 def _advise(ways: Sequence[str]) -> str:
     """ "; a or b" to end a message with; nothing when there is no other way."""
     return f"; {_either(ways)}" if ways else ""
@@ -332,10 +339,7 @@ class RolloutStore:
             raise StoreError(f"{self.path}: not a usable car store ({exc}); {self._way_out()}") from None
 
     def _way_out(self) -> str:
-        """For a damaged store only (an SQLite file, or car's own tables): the caller's ways, or
-        removing it."""
-        force = "" if self.path.parent.name == DEFAULT_DIR else " --force"
-        return _either([*self.ways, f"remove it (car cache clear --store {self.path}{force})"])
+        return _way_out(self.path, self.ways)
 
     def _init_waiting(self) -> None:
         """`_init`, waiting out another process that is creating the same store at this moment
@@ -502,31 +506,47 @@ class RolloutStore:
 
 def merge_source(path: str | Path, into: str | Path) -> RolloutStore:
     """A shard store to merge in, checked before the destination is created: a missing file, a
-    directory or a file that is not a car store (a trace given by mistake) is one line that never
-    suggests deleting it, and opening never writes to such a file."""
+    directory, an empty file or a file that is not a car store (a trace given by mistake) is one
+    line that never suggests deleting it, and opening never writes to such a file. A damaged SQLite
+    file is named as every command names a damaged store, with `car cache clear` as a way out."""
     p = Path(path)
     where = f"{p} (merging into {into})"
     hint = "name the shard stores that car blame --store wrote"
     if not p.is_file():
         raise StoreError(f"{where}: {'is a directory' if p.is_dir() else 'no such file'}; {hint}")
-    if not _is_car_store(p):
-        looks = _not_sqlite(p)
-        raise StoreError(
-            f"{where}: not a car store{f' (it looks like {looks})' if looks else ''}; {hint}"
-        )
+    if p.stat().st_size == 0:
+        raise StoreError(f"{where}: an empty file, not a car store; {hint}")
+    looks = _not_sqlite(p)
+    if looks is not None:
+        raise StoreError(f"{where}: not a car store (it looks like {looks}); {hint}")
+    ours, damage = _read_meta(p)
+    if damage is not None:  # as every other command says of a damaged store, with the way out
+        raise StoreError(f"{where}: not a usable car store ({damage}); {_way_out(p, (hint,))}")
+    if not ours:
+        raise StoreError(f"{where}: not a car store; {hint}")
     return RolloutStore(p, create=False, ways=(hint,))
 
 
 def _is_car_store(p: Path) -> bool:
+    return _read_meta(p)[0]
+
+
+def _read_meta(p: Path) -> tuple[bool, str | None]:
+    """Whether `p` is a car store, read without writing; and SQLite's word for its damage, if the
+    file is damaged (a lock, a missing table or a file that cannot be opened is not damage)."""
     try:
         db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
         try:
             row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
         finally:
             db.close()
+    except sqlite3.OperationalError:
+        return False, None
+    except sqlite3.DatabaseError as exc:
+        return False, str(exc)
     except sqlite3.Error:
-        return False
-    return row is not None and str(row[0]).startswith("car.store/")
+        return False, None
+    return row is not None and str(row[0]).startswith("car.store/"), None
 
 
 def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:

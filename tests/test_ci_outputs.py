@@ -544,7 +544,10 @@ def test_report_command_rerenders_without_model_calls(
     assert code == 0 and ET.fromstring(out).tag == "testsuites"
     (work / "empty.jsonl").write_text("")
     code, _, err = run(["report", "empty.jsonl"], capsys)
-    assert code == 2 and "no stored reports" in err
+    assert code == 2 and err == (
+        "car: error: empty.jsonl: an empty file, with no reports in it; car report reads what car "
+        "blame writes: its store, --format json, or --format jsonl\n"
+    )
 
 
 def test_expand_paths(tmp_path: Path) -> None:

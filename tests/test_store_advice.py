@@ -142,3 +142,57 @@ def test_a_python_caller_is_named_no_command_line_option(tmp_path: Path) -> None
     with pytest.raises(StoreError) as info:
         RolloutStore(victim)
     assert str(info.value) == f"{victim}: not a car store (it looks like JSON text); use another file"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "what"),
+    [
+        ("empty.json", b"", "an empty file"),
+        ("empty.sqlite", b"", "an empty file"),
+        ("blank.jsonl", b" \n\n", "a file of only white space"),
+    ],
+)
+def test_report_of_an_empty_file_says_it_is_empty(
+    tmp_path: Path, run_cli: RunCli, name: str, content: bytes, what: str
+) -> None:
+    """It said "no stored reports (run car blame with a store first)", as of a store that holds
+    none, while `car cache info --store` said "an empty file, not a car store"."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert _one_line(run_cli("report", path)) == (
+        f"car: error: {path}: {what}, with no reports in it; car report reads what car blame "
+        "writes: its store, --format json, or --format jsonl\n"
+    )
+    assert path.read_bytes() == content
+
+
+def test_merge_names_a_damaged_or_empty_shard_as_the_other_commands_do(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """A damaged shard was "not a car store", where every other command says "not a usable car
+    store (...)" and offers `car cache clear --force`; an empty one was "not a car store" too."""
+    into = tmp_path / "into.sqlite"
+    hint = "name the shard stores that car blame --store wrote"
+    header = _damaged_header(tmp_path / "header.sqlite")
+    cut = tmp_path / "cut.sqlite"
+    with RolloutStore(cut) as store:
+        for i in range(200):
+            store.put("ns", f"k{i}", "h", "run", {"i": i, "pad": "x" * 200})
+    db = sqlite3.connect(cut)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    cut.write_bytes(cut.read_bytes()[:12288])  # cut short: its pages past the third are gone
+    for bad in (header, cut):
+        other = _one_line(run_cli("cache", "info", "--store", bad))
+        reason = other.split("not a usable car store (", 1)[1].split(")", 1)[0]
+        err = _one_line(run_cli("merge", into, bad))
+        assert err == (
+            f"car: error: {bad} (merging into {into}): not a usable car store ({reason}); {hint} "
+            f"or remove it (car cache clear --store {bad} --force)\n"
+        )
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    assert _one_line(run_cli("merge", into, empty)) == (
+        f"car: error: {empty} (merging into {into}): an empty file, not a car store; {hint}\n"
+    )
+    assert empty.stat().st_size == 0 and not into.exists()
