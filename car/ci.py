@@ -408,7 +408,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             for g in res.gates:
                 print(f"car: gate: {g}", file=sys.stderr)
     codes = [r.exit_code for r in results] + ([EXIT_USAGE] if write_failed else [])
-    return final_exit_code(codes, exit_zero=req.exit_zero)
+    code = final_exit_code(codes, exit_zero=req.exit_zero)
+    if batch and req.quiet and code != EXIT_OK and any(r.status in ("gate", "budget") for r in results):
+        # -q hid the counts line, and a batch's tripped gates and budget skips have no error line
+        # of their own: the exit code needs one line that says why (as `car report` prints it)
+        print(f"car: {counts_line(results)}", file=sys.stderr)
+    return code
 
 
 def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:

@@ -257,3 +257,24 @@ def test_the_known_counters_are_those_the_backends_count() -> None:
 def test_expanding_an_empty_folder_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no trace files"):
         expand_paths([tmp_path])
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["pivot.json", "or.json", "--min-match-rate", "0.99"], "car: 2 traces: 2 gate"),
+        (["pivot.json", "or.json", "--max-rollouts", "0"], "car: 2 traces: 2 budget"),
+    ],
+)
+def test_quiet_batch_says_why_it_exits_1(
+    monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result], argv: list[str], line: str
+) -> None:
+    """A batch's tripped gates and budget skips exited 1 under -q with nothing on stderr (one trace
+    prints `car: gate: ...`): the counts line says why, as `car report` says it."""
+    monkeypatch.chdir(TRACES)
+    code, out, err = _run(run_cli, ["blame", *argv, *FAST, "--no-store", "-q", "--format", "json"])
+    assert code == 1 and json.loads(out)["version"] == "car.batch/v1"
+    assert err.splitlines() == [line]
+    # --exit-zero: nothing to explain
+    code, _, err = _run(run_cli, ["blame", *argv, *FAST, "--no-store", "-q", "--exit-zero"])
+    assert (code, err) == (0, "")
