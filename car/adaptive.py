@@ -45,6 +45,7 @@ __all__ = [
     "ROLLOUTS_PER_STEP",
     "AdaptiveRun",
     "blame_adaptive_async",
+    "check_adaptive",
     "minimum_budget",
     "run_adaptive",
 ]
@@ -174,6 +175,33 @@ def _check_budget(runner: RowRunner, budget: int) -> None:
         )
 
 
+def check_adaptive(
+    replay: Replay,
+    *,
+    confidence: float,
+    budget: int | None,
+    target_width: float | None,
+    min_effect: float,
+    concurrency: int = 1,
+    **_: object,
+) -> int:
+    """What `blame_adaptive_async` refuses once its components are built and before its first
+    rollout; returns the budget (None: `ROLLOUTS_PER_STEP` per decision step). `car blame
+    --dry-run` asks it too (other options are ignored: it takes `BatchOptions.blame_kwargs()`)."""
+    budget = ROLLOUTS_PER_STEP * len(replay.trace.decision_steps) if budget is None else budget
+    check_arguments(confidence=confidence, target_width=target_width, concurrency=concurrency)
+    if min_effect <= 0 and target_width is None:
+        # A committed later step has effect exactly 0: certifying it "at most 0" needs a bound
+        # of exactly 1 on its failure rate, which no finite sample gives.
+        raise InputError(
+            "--adaptive with --min-effect 0 can never certify (a step with no effect is never "
+            "certified at or below 0) and would spend its whole budget: give --min-effect above "
+            "0, or --target-width to stop on precision"
+        )
+    _check_budget(RowRunner(replay), budget)
+    return budget
+
+
 async def blame_adaptive_async(
     trace: Trace | str | Path,
     *,
@@ -204,17 +232,14 @@ async def blame_adaptive_async(
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
         decisions = trace.decision_steps
-        budget = ROLLOUTS_PER_STEP * len(decisions) if budget is None else budget
-        check_arguments(confidence=confidence, target_width=target_width, concurrency=concurrency)
-        if min_effect <= 0 and target_width is None:
-            # A committed later step has effect exactly 0: certifying it "at most 0" needs a bound
-            # of exactly 1 on its failure rate, which no finite sample gives.
-            raise InputError(
-                "--adaptive with --min-effect 0 can never certify (a step with no effect is never "
-                "certified at or below 0) and would spend its whole budget: give --min-effect above "
-                "0, or --target-width to stop on precision"
-            )
-        _check_budget(RowRunner(replay), budget)
+        budget = check_adaptive(
+            replay,
+            confidence=confidence,
+            budget=budget,
+            target_width=target_width,
+            concurrency=concurrency,
+            min_effect=min_effect,
+        )
         run = await run_adaptive(
             replay,
             confidence=confidence,

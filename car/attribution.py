@@ -34,7 +34,7 @@ from car.importers import load_any
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, describe_error, gather_all
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many
-from car.shapley import DEFAULT_BUDGET, ShapleyMethod
+from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
 from car.trace import Trace
@@ -173,15 +173,13 @@ async def blame_async(
     budget = DEFAULT_BUDGET if budget is None else budget  # None: the default, as in BatchOptions
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
-        players_kind, shapley_players = precheck(
-            trace,
+        players_kind, shapley_players = check_contrastive(
+            replay,
             method=method,
             players=players,
             shapley_method=shapley_method,
             budget=budget,
             budget_calls=budget_calls,
-            v_known=comps.scorer.deterministic,
-            step_cap=replay.step_cap,
         )
         m = len(trace.decision_steps)
         exact = comps.scorer.deterministic
@@ -251,6 +249,56 @@ async def blame_async(
         component_notes = await _settle(comps)
     report.notes.extend(component_notes)
     return report
+
+
+def check_contrastive(
+    replay: Replay,
+    *,
+    method: Method,
+    players: str,
+    shapley_method: ShapleyMethod,
+    budget: int | None = None,
+    budget_calls: int | None = None,
+    **_: Any,
+) -> tuple[PlayersKind, list[Player]]:
+    """What `blame_async` refuses once its components are built and before its first rollout: the
+    players, and a Shapley run the budget cannot pay (`precheck`). `car blame --dry-run` asks it
+    too (other options are ignored: it takes a whole `BatchOptions.blame_kwargs()`)."""
+    return precheck(
+        replay.trace,
+        method=method,
+        players=players,
+        shapley_method=shapley_method,
+        budget=DEFAULT_BUDGET if budget is None else budget,
+        budget_calls=budget_calls,
+        v_known=replay.scorer.deterministic,
+        step_cap=replay.step_cap,
+    )
+
+
+def record_refusal(
+    scorer: Scorer, values: Sequence[float], first_error: str | None = None
+) -> str | None:
+    """Why there is nothing to attribute when the scorer gave the recorded run `values` (none that
+    is a number: it failed on it, when the run's `first_error` is the scorer's, or it cannot score
+    it; a mean of 0: it did not fail), or None: there is a failure."""
+    scored = [v for v in values if not math.isnan(v)]
+    if not scored and scorer_failed(first_error):
+        return (
+            f"the scorer failed on the recorded run ({first_error}), so there is no failure to "
+            "compare against"
+        )
+    if not scored:
+        return (
+            f"the scorer {scorer.spec!r} cannot score the recorded run, so there is no "
+            "failure to compare against"
+        )
+    if float(np.mean(scored)) == 0.0:
+        return (
+            f"the scorer {scorer.spec!r} says the recorded run did not fail (value 0): "
+            "there is no failure to attribute; check the scorer"
+        )
+    return None
 
 
 async def _settle(comps: _Components) -> list[str]:
@@ -407,25 +455,10 @@ def _report(
     c = replay.counters
     fact_ok = factual[~np.isnan(factual)]
     result: ContrastiveResult | None = None
-    abstain: str | None = None
-    if len(fact_ok) == 0 and scorer_failed(c.first_error):
-        abstain = (
-            f"the scorer failed on the recorded run ({c.first_error}), so there is no failure to "
-            "compare against"
-        )
-    elif len(fact_ok) == 0:
-        abstain = (
-            f"the scorer {comps.scorer.spec!r} cannot score the recorded run, so there is no "
-            "failure to compare against"
-        )
-    elif float(fact_ok.mean()) == 0.0:
-        abstain = (
-            f"the scorer {comps.scorer.spec!r} says the recorded run did not fail (value 0): "
-            "there is no failure to attribute; check the scorer"
-        )
-    elif precomputed is not None:  # e.g. adaptive sampling's anytime-valid result
+    abstain = record_refusal(comps.scorer, [float(v) for v in factual], c.first_error)
+    if abstain is None and precomputed is not None:  # e.g. adaptive sampling's anytime-valid result
         result = precomputed
-    else:
+    elif abstain is None:
         result = estimate_contrastive(
             arms,
             factual,

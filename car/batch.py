@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from car.arguments import check_arguments
-from car.errors import BackendError, CarError, InputError
+from car.errors import CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.report import Report, listed, many
 from car.runner import Grant, Runner, usage_of
@@ -44,6 +44,7 @@ __all__ = [
     "blame_many",
     "blame_many_async",
     "check_caps",
+    "check_trace",
     "deliver",
     "estimate_trace",
     "expand",
@@ -585,22 +586,10 @@ async def attribute_one(
         result.gates = options.gates.check(report)
         if result.gates and result.status == "ok":
             result.status = "gate"
-    except InputError as exc:
-        if options.debug:
-            raise
-        result = TraceResult(path, trace.id, "input-error", error=_one_line(exc))
-    except (BackendError, CarError) as exc:
-        if options.debug:
-            raise
-        # A CarError that is the user's to fix (a budget that cannot pay for the method) is input.
-        status: Status = "input-error" if exc.exit_code == 2 else "backend-error"
-        result = TraceResult(path, trace.id, status, error=_one_line(exc))
     except Exception as exc:  # an unexpected failure ends this trace, never the batch
         if options.debug:
             raise
-        result = TraceResult(
-            path, trace.id, "backend-error", error=f"{type(exc).__name__}: {_one_line(exc)}"
-        )
+        result = _failed(path, trace, exc)
     result.fresh_rollouts = runner.stats.fresh
     result.stored_rollouts = runner.stats.stored
     result.fresh_policy_calls = runner.stats.fresh_policy_calls
@@ -610,6 +599,60 @@ async def attribute_one(
             result.usage.get(name, 0) * price / 1e6 for name, price in options.prices.items()
         )
     return result
+
+
+def _failed(path: str, trace: Trace, exc: Exception) -> TraceResult:
+    """The result of a trace stopped by `exc`: its status says whose it is to fix."""
+    if isinstance(exc, InputError):
+        return TraceResult(path, trace.id, "input-error", error=_one_line(exc))
+    if isinstance(exc, CarError):
+        # A CarError that is the user's to fix (a budget that cannot pay for the method) is input.
+        status: Status = "input-error" if exc.exit_code == 2 else "backend-error"
+        return TraceResult(path, trace.id, status, error=_one_line(exc))
+    return TraceResult(path, trace.id, "backend-error", error=f"{type(exc).__name__}: {_one_line(exc)}")
+
+
+async def check_trace(path: str, trace: Trace, options: BatchOptions) -> TraceResult | None:
+    """What the run would stop this trace with before its first model call, as its result (None:
+    it would start). `car blame --dry-run` asks it of every trace: the steps of `attribute_one`
+    and `blame_async` (or `blame_adaptive_async`) up to their first rollout, the same components
+    built (specs resolved, plugin files named on the command line loaded, API keys looked up) and
+    closed again. No request is sent and no rollout runs; the record is scored only by a built-in
+    scorer that runs here (not a judge, not a plugin), as the run scores it first."""
+    from car.adaptive import check_adaptive
+    from car.attribution import (
+        _resolve,
+        _settle,
+        check_contrastive,
+        record_refusal,
+        require_decisions,
+    )
+    from car.replay import Replay, RowRunner
+    from car.specs import runs_here
+
+    comps = None
+    try:
+        require_decisions(trace, path or None)
+        comps = _resolve(trace, options.policy, options.env, options.scorer)
+        replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=options.seed)
+        kwargs = options.blame_kwargs()
+        if options.adaptive:
+            check_adaptive(replay, **kwargs)
+        else:
+            check_contrastive(replay, **kwargs)
+        scorer = comps.scorer
+        if scorer.deterministic and runs_here("scorer", scorer.spec):
+            reason = record_refusal(scorer, [await RowRunner(replay).record_value()])
+            if reason is not None:
+                return TraceResult(path, trace.id, "input-error", error=f"{path or trace.id}: {reason}")
+    except Exception as exc:
+        if options.debug:
+            raise
+        return _failed(path, trace, exc)
+    finally:
+        if comps is not None:
+            await _settle(comps)
+    return None
 
 
 def report_status(report: Report, label: str) -> tuple[Status, str | None]:

@@ -18,11 +18,14 @@ from typing import IO, Any
 
 from rich.console import Console
 
+from car.arguments import check_arguments
 from car.batch import (
     BatchOptions,
     TraceResult,
+    _Planned,
     blame_many_async,
     check_caps,
+    check_trace,
     expand_paths,
     plan_batch,
     total_estimate,
@@ -288,10 +291,10 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         else:
             out.write(estimate.line() + "\n")
         # A pre-check that passes on input the run would refuse is no pre-check: name each one.
-        unreadable = [p for p in planned if p.trace is None]
-        for item in unreadable:
-            print(f"car: error: {_located(item.path, item.path, item.error or '')}", file=sys.stderr)
-        return EXIT_USAGE if unreadable else EXIT_OK
+        refused = asyncio.run(_refusals(req, planned))
+        for res in refused:
+            print(f"car: error: {_located(res.path, res.label, res.error or '')}", file=sys.stderr)
+        return final_exit_code([r.exit_code for r in refused], exit_zero=req.exit_zero)
     for _, path in outputs:
         if path is not None:
             prepare_output(path)
@@ -414,6 +417,26 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         # of their own: the exit code needs one line that says why (as `car report` prints it)
         print(f"car: {counts_line(results)}", file=sys.stderr)
     return code
+
+
+async def _refusals(req: BlameRequest, planned: Sequence[_Planned]) -> list[TraceResult]:
+    """What the run would refuse, in order, before any model call: the traces it cannot read, and
+    those it would stop before their first rollout (`check_trace`: the same components built, and
+    closed, with nothing sent)."""
+    check_arguments(  # what `blame_many_async` checks before any trace
+        concurrency=req.concurrency,
+        shard=req.shard,
+        max_rollouts=req.max_rollouts,
+        max_policy_calls=req.max_policy_calls,
+        **req.options.blame_kwargs(),
+    )
+    out: list[TraceResult] = []
+    for item in planned:
+        if item.trace is None:
+            out.append(TraceResult(item.path, None, "input-error", error=item.error))
+        elif (res := await check_trace(item.path, item.trace, req.options)) is not None:
+            out.append(res)
+    return out
 
 
 def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from car.rng import EventKey
     from car.trace import Trace
 
-__all__ = ["Kind", "check_builtin", "make_env", "make_policy", "make_scorer"]
+__all__ = ["Kind", "check_builtin", "make_env", "make_policy", "make_scorer", "runs_here"]
 
 Kind = Literal["policy", "env", "scorer"]
 
@@ -96,6 +96,13 @@ def check_builtin(kind: str, spec: str) -> str | None:
         if name not in SCENARIOS:
             return f"unknown simulated scenario {name!r}{_suggest(kind, spec)}"
     return None
+
+
+def runs_here(kind: str, spec: str) -> bool:
+    """Whether `spec` names a built-in that runs in this process and calls out to nothing: no model
+    (the backends, a judge), no plugin's code. `car blame --dry-run` scores the record only with
+    such a scorer."""
+    return check_builtin(kind, spec) is None and spec.partition(":")[0] not in _BACKEND_SCHEMES[kind]
 
 
 def _suggest(kind: str, spec: str) -> str:
@@ -221,6 +228,19 @@ def _check_async(kind: str, spec: str, component: Any, methods: tuple[str, ...])
             )
 
 
+def _local_scorer(spec: str, scheme: str, arg: str) -> Scorer:
+    """`tool-called:NAME` or `regex:PATTERN` (neither needs the trace)."""
+    from car import builtins as b
+
+    if scheme == "tool-called":
+        if not arg:
+            raise SpecError(f"scorer {spec!r} needs a tool name (tool-called:NAME)")
+        return b.ToolCalledScorer(arg)
+    if not arg:
+        raise SpecError(f"scorer {spec!r} needs a pattern (regex:PATTERN)")
+    return b.RegexScorer(arg)
+
+
 def _make(kind: str, spec: str, trace: Trace) -> Any:
     from car import builtins as b
     from car import sim
@@ -240,14 +260,8 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
     if kind == "scorer":
         if spec == "recorded":
             return b.RecordedScorer(trace)
-        if scheme == "tool-called":
-            if not arg:
-                raise SpecError(f"scorer {spec!r} needs a tool name (tool-called:NAME)")
-            return b.ToolCalledScorer(arg)
-        if scheme == "regex":
-            if not arg:
-                raise SpecError(f"scorer {spec!r} needs a pattern (regex:PATTERN)")
-            return b.RegexScorer(arg)
+        if scheme in ("tool-called", "regex"):
+            return _local_scorer(spec, scheme, arg)
     for ep in entry_points(group=_GROUPS[kind]):
         if ep.name == scheme:
             try:
