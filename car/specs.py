@@ -95,6 +95,18 @@ def check_builtin(kind: str, spec: str) -> str | None:
         name = spec[4:]
         if name not in SCENARIOS:
             return f"unknown simulated scenario {name!r}{_suggest(kind, spec)}"
+    # The argument too, as the run would parse it (a pattern that does not compile, a judge's
+    # unknown option): a trace `car validate` calls ok is one `car blame` can start on.
+    name, _, arg = spec.partition(":")
+    try:
+        if kind == "scorer" and name in ("tool-called", "regex"):
+            _local_scorer(spec, name, arg)
+        elif name in _BACKEND_SCHEMES[kind]:
+            from car.backends.registry import check_backend_spec
+
+            check_backend_spec(kind, name, arg, spec)
+    except InputError as exc:
+        return str(exc)
     return None
 
 

@@ -28,14 +28,20 @@ import unicodedata
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from car.backends.complete import SERVER_OPTIONS, Completer, parse_backend_model, server_options
+from car.backends.complete import (
+    SERVER_OPTIONS,
+    BackendKind,
+    Completer,
+    parse_backend_model,
+    server_options,
+)
 from car.backends.options import BackendOptions, current
 from car.errors import SpecError
 from car.protocols import Trajectory
 from car.rng import EventKey
 from car.trace import Trace
 
-__all__ = ["LLMJudge", "normalise_answer"]
+__all__ = ["LLMJudge", "normalise_answer", "parse_judge"]
 
 _RUBRIC_SYSTEM = (
     "You grade a recorded run of an AI agent against a rubric. Read the transcript, then answer with "
@@ -68,6 +74,33 @@ def transcript(traj: Trajectory, clip: int = 2000) -> str:
     return "\n".join(lines)
 
 
+def parse_judge(
+    spec: str, arg: str, base: BackendOptions
+) -> tuple[BackendKind, str, dict[str, str], BackendOptions]:
+    """The judge's backend, model, own options and server settings from its spec's argument
+    (`[openai:|anthropic:]MODEL[?OPTIONS]`), checked without connecting: a trace naming the judge
+    is checked with it when it loads."""
+    target, _, query = arg.partition("?")
+    kind, model = parse_backend_model(spec, target)
+    opts = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(opts) - set(_OPTIONS) - set(SERVER_OPTIONS))
+    if unknown:
+        raise SpecError(
+            f"scorer {spec!r}: unknown option {unknown[0]!r}; options: "
+            f"{', '.join(_OPTIONS + SERVER_OPTIONS)}"
+        )
+    server = server_options(f"scorer {spec!r}", opts, base)
+    if opts.get("mode", "rubric") not in ("rubric", "extract"):
+        raise SpecError(f"scorer {spec!r}: mode must be 'rubric' or 'extract'")
+    try:
+        repeats = int(opts.get("repeats", "1"))
+    except ValueError:
+        repeats = 0
+    if repeats < 1:
+        raise SpecError(f"scorer {spec!r}: repeats must be a whole number >= 1")
+    return kind, model, opts, server
+
+
 class LLMJudge:
     """See the module docstring."""
 
@@ -77,25 +110,9 @@ class LLMJudge:
         self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
     ) -> None:
         self.spec = spec or f"llm-judge:{arg}"
-        target, _, query = arg.partition("?")
-        kind, model = parse_backend_model(self.spec, target)
-        opts = dict(parse_qsl(query, keep_blank_values=True))
-        unknown = sorted(set(opts) - set(_OPTIONS) - set(SERVER_OPTIONS))
-        if unknown:
-            raise SpecError(
-                f"scorer {self.spec!r}: unknown option {unknown[0]!r}; options: "
-                f"{', '.join(_OPTIONS + SERVER_OPTIONS)}"
-            )
-        server = server_options(f"scorer {self.spec!r}", opts, options or current())
+        kind, model, opts, server = parse_judge(self.spec, arg, options or current())
         self.mode = opts.get("mode", "rubric")
-        if self.mode not in ("rubric", "extract"):
-            raise SpecError(f"scorer {self.spec!r}: mode must be 'rubric' or 'extract'")
-        try:
-            self.repeats = int(opts.get("repeats", "1"))
-        except ValueError:
-            self.repeats = 0
-        if self.repeats < 1:
-            raise SpecError(f"scorer {self.spec!r}: repeats must be a whole number >= 1")
+        self.repeats = int(opts.get("repeats", "1"))
         self.trace = trace
         self.rubric = self._rubric(opts.get("rubric"))
         self.expected = self._expected(opts.get("expected"))

@@ -15,7 +15,13 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl
 
-from car.backends.complete import SERVER_OPTIONS, Completer, parse_backend_model, server_options
+from car.backends.complete import (
+    SERVER_OPTIONS,
+    BackendKind,
+    Completer,
+    parse_backend_model,
+    server_options,
+)
 from car.backends.options import BackendOptions, current
 from car.backends.wire import tool_schema
 from car.builtins import RecordedEnvironment
@@ -23,7 +29,7 @@ from car.errors import SpecError
 from car.rng import EventKey
 from car.trace import Observation, ToolCall, Trace
 
-__all__ = ["LLMSimEnvironment"]
+__all__ = ["LLMSimEnvironment", "parse_llm_sim"]
 
 _SYSTEM = (
     "You simulate one tool of a software environment for a replayed agent run. Reply with the tool's "
@@ -39,6 +45,22 @@ def _clip(text: str) -> str:
     return text if len(text) <= _CLIP else text[:_CLIP] + " …"
 
 
+def parse_llm_sim(spec: str, arg: str, base: BackendOptions) -> tuple[BackendKind, str, BackendOptions]:
+    """The backend, model and server settings from the spec's argument
+    (`[openai:|anthropic:]MODEL[?OPTIONS]`), checked without connecting: a trace naming this
+    environment is checked with it when it loads."""
+    target, _, query = arg.partition("?")
+    kind, model = parse_backend_model(spec, target)
+    opts = dict(parse_qsl(query, keep_blank_values=True))
+    what = f"environment {spec!r}"
+    server = server_options(what, opts, base)
+    if opts:
+        raise SpecError(
+            f"{what}: unknown option {sorted(opts)[0]!r}; options: {', '.join(SERVER_OPTIONS)}"
+        )
+    return kind, model, server
+
+
 class LLMSimEnvironment(RecordedEnvironment):
     """Recorded observations for seen calls; model-simulated ones for unseen calls."""
 
@@ -46,15 +68,7 @@ class LLMSimEnvironment(RecordedEnvironment):
         self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
     ) -> None:
         super().__init__(trace, spec or f"llm-sim:{arg}")
-        target, _, query = arg.partition("?")
-        kind, model = parse_backend_model(self.spec, target)
-        opts = dict(parse_qsl(query, keep_blank_values=True))
-        what = f"environment {self.spec!r}"
-        server = server_options(what, opts, options or current())
-        if opts:
-            raise SpecError(
-                f"{what}: unknown option {sorted(opts)[0]!r}; options: {', '.join(SERVER_OPTIONS)}"
-            )
+        kind, model, server = parse_llm_sim(self.spec, arg, options or current())
         self.complete = Completer(kind, model, server, name=self.spec)
         self.simulated = 0
         self._examples: dict[str, list[tuple[ToolCall, Observation]]] = {}

@@ -6,7 +6,7 @@ from typing import Any
 
 from car.trace import Trace
 
-__all__ = ["SCHEMES", "make_backend"]
+__all__ = ["SCHEMES", "check_backend_spec", "make_backend"]
 
 # kind -> scheme -> (module that implements it, one-line description); `car plugins` lists these.
 SCHEMES: dict[str, dict[str, tuple[str, str]]] = {
@@ -42,3 +42,18 @@ def make_backend(kind: str, scheme: str, arg: str, trace: Trace, spec: str) -> A
 
         return LLMJudge(trace, arg, spec=spec)
     raise KeyError(f"{kind} {scheme}")
+
+
+def check_backend_spec(kind: str, scheme: str, arg: str, spec: str) -> None:
+    """Parse `spec`'s argument as `make_backend` would, without connecting or reading a key: a
+    SpecError says what is wrong (a trace naming the component is checked when it loads)."""
+    from car.backends.options import BackendOptions
+
+    if kind == "env" and scheme == "llm-sim":
+        from car.backends.llm_sim import parse_llm_sim
+
+        parse_llm_sim(spec, arg, BackendOptions())
+    elif kind == "scorer" and scheme == "llm-judge":
+        from car.backends.judge import parse_judge
+
+        parse_judge(spec, arg, BackendOptions())

@@ -1,0 +1,64 @@
+"""`car validate` calls ok only what `car blame` can start on, and both say where the problem is.
+
+A trace naming `regex:[` as its scorer was ok for `car validate`; `car blame` then failed with
+"scorer 'regex:[': invalid pattern", naming neither the file nor `$.replay.scorer`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from car.errors import InputError
+from car.trace import load_trace
+from tests.conftest import TRACES, Result
+
+RunCli = Callable[..., Result]
+
+
+def _pivot_naming(tmp_path: Path, kind: str, spec: str) -> Path:
+    doc = json.loads((TRACES / "pivot.json").read_text(encoding="utf-8"))
+    doc["replay"][kind] = spec
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "says"),
+    [
+        ("scorer", "regex:[", "scorer 'regex:[': invalid pattern: "),
+        ("scorer", "regex:", "needs a pattern"),
+        ("scorer", "tool-called:", "needs a tool name"),
+        ("scorer", "llm-judge:gpt-4o-mini?mode=vote", "mode must be 'rubric' or 'extract'"),
+        ("scorer", "llm-judge:gpt-4o-mini?colour=red", "unknown option 'colour'"),
+        ("env", "llm-sim:gpt-4o-mini?colour=red", "unknown option 'colour'"),
+        ("env", "llm-sim:openai:", "name a model after 'openai:'"),
+    ],
+)
+def test_a_bad_built_in_spec_in_a_trace_is_refused_where_it_is(
+    run_cli: RunCli, tmp_path: Path, kind: str, spec: str, says: str
+) -> None:
+    trace = _pivot_naming(tmp_path, kind, spec)
+    where = f"{trace}: $.replay.{kind}: "
+    with pytest.raises(InputError) as caught:
+        load_trace(trace)
+    assert str(caught.value).startswith(where) and says in str(caught.value)
+    for command in (["validate"], ["blame", "--no-store"]):
+        r = run_cli(*command, trace)
+        assert r.code == 2 and r.out == ""
+        assert r.err.startswith(f"car: error: {where}") and says in r.err
+        assert r.err.count("\n") == 1
+
+
+def test_a_good_built_in_spec_in_a_trace_still_loads(tmp_path: Path) -> None:
+    for kind, spec in [
+        ("scorer", "regex:refund@A-[0-9]+"),
+        ("scorer", "tool-called:refund"),
+        ("scorer", "llm-judge:anthropic:claude?mode=extract&expected=42&repeats=3"),
+        ("env", "llm-sim:gpt-4o-mini?temperature=0"),
+    ]:
+        assert getattr(load_trace(_pivot_naming(tmp_path, kind, spec)).replay, kind) == spec
