@@ -37,7 +37,7 @@ from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, ma
 from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
-from car.trace import Trace
+from car.trace import Trace, no_decisions
 
 if TYPE_CHECKING:
     from car.runner import Runner
@@ -90,11 +90,9 @@ def _resolve_scorer(trace: Trace, scorer: str | Scorer | None) -> Scorer:
 
 def require_decisions(trace: Trace, path: str | None) -> None:
     """Refuse a trace with nothing to attribute, before any component is built."""
-    if not trace.decision_steps:
-        raise InputError(
-            f"{path or trace.id}: no decision steps: no actor is an agent "
-            "(set $.actors[].kind to 'agent', or stochastic: true)"
-        )
+    problem = no_decisions(trace, path)
+    if problem is not None:
+        raise InputError(problem)
 
 
 def prepare(

@@ -485,8 +485,15 @@ def validate(
             raise SystemExit(2)
         return
     from car.importers import import_file
+    from car.trace import no_decisions
 
+    refused = False
     for t in import_file(trace, source_format):
+        problem = no_decisions(t, str(trace))
+        if problem is not None:  # `car blame` refuses it: not ok
+            print(f"car: error: {problem}", file=sys.stderr)
+            refused = True
+            continue
         actors = sorted({s.actor for s in t.steps})
         where = (
             f"{trace}"
@@ -507,6 +514,8 @@ def validate(
         )
         for w in t.fidelity.warnings if t.fidelity is not None else ():
             print(f"  warning {w.code}: {w.message}")  # what is missing, and the fix where there is one
+    if refused:
+        raise SystemExit(2)
 
 
 @app.command(

@@ -50,6 +50,7 @@ __all__ = [
     "canonical_json",
     "load_trace",
     "migrate",
+    "no_decisions",
     "parse_trace",
 ]
 
@@ -327,6 +328,28 @@ class Trace(_Model):
         import hashlib
 
         return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+
+def no_decisions(trace: Trace, path: str | None = None) -> str | None:
+    """Why `trace` leaves nothing to attribute (no decision step), naming `path` (else the trace's
+    id), or None. One rule for `car blame`, which refuses such a trace, and `car validate`, which
+    fails it. An imported file recorded no model turn: its actors' kinds are the importer's, not
+    the user's to set."""
+    if trace.decision_steps:
+        return None
+    where = path or trace.id
+    src = trace.source
+    if src is not None and src.locator not in (None, "$"):
+        where += f" ({src.locator})"
+    if src is not None and src.format != "car":
+        return (
+            f"{where}: no decision steps: the {src.format} file records no assistant turn, "
+            "so there is nothing to attribute"
+        )
+    return (
+        f"{where}: no decision steps: no actor is an agent "
+        "(set $.actors[].kind to 'agent', or stochastic: true)"
+    )
 
 
 def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:

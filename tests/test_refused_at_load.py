@@ -1,7 +1,9 @@
 """`car validate` calls ok only what `car blame` can start on, and both say where the problem is.
 
 A trace naming `regex:[` as its scorer was ok for `car validate`; `car blame` then failed with
-"scorer 'regex:[': invalid pattern", naming neither the file nor `$.replay.scorer`.
+"scorer 'regex:[': invalid pattern", naming neither the file nor `$.replay.scorer`. A chat log
+holding only a user message was ok too; `car blame` refused it with a hint to set
+`$.actors[].kind`, which an imported file does not have.
 """
 
 from __future__ import annotations
@@ -62,3 +64,33 @@ def test_a_good_built_in_spec_in_a_trace_still_loads(tmp_path: Path) -> None:
         ("env", "llm-sim:gpt-4o-mini?temperature=0"),
     ]:
         assert getattr(load_trace(_pivot_naming(tmp_path, kind, spec)).replay, kind) == spec
+
+
+def test_a_chat_log_without_an_assistant_turn_fails_validate_as_it_fails_blame(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}), encoding="utf-8")
+    expected = (
+        f"car: error: {chat}: no decision steps: the openai-chat file records no assistant turn, "
+        "so there is nothing to attribute\n"
+    )
+    checked = run_cli("validate", chat)
+    assert (checked.code, checked.out, checked.err) == (2, "", expected)
+    blamed = run_cli("blame", chat, "--policy", "sim:pivot", "--scorer", "sim:pivot", "--no-store")
+    assert (blamed.code, blamed.err) == (2, expected)
+    table = run_cli("validate", tmp_path)  # a directory: the file's row fails, in the same words
+    assert table.code == 2 and "FAILED" in table.out and "records no assistant turn" in table.out
+
+
+def test_a_car_trace_without_an_agent_keeps_its_hint(run_cli: RunCli, tmp_path: Path) -> None:
+    doc = json.loads((TRACES / "pivot.json").read_text(encoding="utf-8"))
+    doc["actors"] = [{**a, "kind": "tool"} for a in doc["actors"]]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    r = run_cli("validate", path)
+    assert r.code == 2
+    assert r.err == (
+        f"car: error: {path}: no decision steps: no actor is an agent "
+        "(set $.actors[].kind to 'agent', or stochastic: true)\n"
+    )

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from car.errors import CarError
 from car.render import literal
-from car.trace import Trace
+from car.trace import Trace, no_decisions
 from car.tracefiles import Entry, is_folder, walk
 
 __all__ = ["Row", "check_path", "render_rows", "trace_files"]
@@ -75,7 +75,10 @@ def check_path(path: Path, fmt: str = "auto") -> list[Row]:
             continue
         for i, run in enumerate(runs):
             item = i if len(runs) > 1 else None
-            if isinstance(run, Trace):
+            problem = no_decisions(run, entry.path) if isinstance(run, Trace) else None
+            if problem is not None:  # `car blame` refuses it: a failed row, in its words
+                rows.append(Row(file=entry.path, error=problem, item=item))
+            elif isinstance(run, Trace):
                 rows.append(_rows_for(run, entry.path, item))
             else:
                 rows.append(Row(file=entry.path, error=" ".join(str(run).split()), item=item))
