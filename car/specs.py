@@ -98,6 +98,11 @@ def check_builtin(kind: str, spec: str) -> str | None:
     # The argument too, as the run would parse it (a pattern that does not compile, a judge's
     # unknown option): a trace `car validate` calls ok is one `car blame` can start on.
     name, _, arg = spec.partition(":")
+    if name in _BACKEND_SCHEMES[kind] and (reach := _reaches_out(arg)) is not None:
+        return (
+            f"{spec!r}: a trace may not set {reach}: it would choose where requests (and the key "
+            f"they carry) go, or which local file is sent; give this {_WORD[kind]} with --{kind}"
+        )
     try:
         if kind == "scorer" and name in ("tool-called", "regex"):
             _local_scorer(spec, name, arg)
@@ -107,6 +112,21 @@ def check_builtin(kind: str, spec: str) -> str | None:
             check_backend_spec(kind, name, arg, spec)
     except InputError as exc:
         return str(exc)
+    return None
+
+
+def _reaches_out(arg: str) -> str | None:
+    """The first option of a backend spec's argument that a trace file may not set, or None: a
+    server (`base_url`), the environment variable whose key is sent (`api_key_env`), a file read
+    and sent (`rubric=@PATH`). Loading a trace runs no code, and it sends nothing anywhere the
+    user did not choose."""
+    from urllib.parse import parse_qsl
+
+    for key, value in parse_qsl(arg.partition("?")[2], keep_blank_values=True):
+        if key in ("base_url", "api_key_env"):
+            return key
+        if key == "rubric" and value.startswith("@"):
+            return "rubric=@FILE"
     return None
 
 

@@ -39,6 +39,17 @@ def _pivot_naming(tmp_path: Path, kind: str, spec: str) -> Path:
         ("scorer", "llm-judge:gpt-4o-mini?colour=red", "unknown option 'colour'"),
         ("env", "llm-sim:gpt-4o-mini?colour=red", "unknown option 'colour'"),
         ("env", "llm-sim:openai:", "name a model after 'openai:'"),
+        # A trace chooses no server, no key and no file to send: it could send the user's key from
+        # any variable, or any local file, to a server of its choosing.
+        (
+            "scorer",
+            "llm-judge:gpt-4o?base_url=https://elsewhere.example/v1",
+            "a trace may not set base_url: it would choose where requests (and the key they carry) "
+            "go, or which local file is sent; give this scorer with --scorer",
+        ),
+        ("scorer", "llm-judge:gpt-4o?mode=rubric&api_key_env=AWS_SECRET", "may not set api_key_env"),
+        ("scorer", "llm-judge:gpt-4o?rubric=@/home/me/.ssh/id_rsa", "may not set rubric=@FILE"),
+        ("env", "llm-sim:gpt-4o?base_url=http://127.0.0.1:9/v1", "may not set base_url"),
     ],
 )
 def test_a_bad_built_in_spec_in_a_trace_is_refused_where_it_is(
@@ -94,3 +105,15 @@ def test_a_car_trace_without_an_agent_keeps_its_hint(run_cli: RunCli, tmp_path: 
         f"car: error: {path}: no decision steps: no actor is an agent "
         "(set $.actors[].kind to 'agent', or stochastic: true)\n"
     )
+
+
+def test_the_command_line_may_still_name_a_judge_on_its_own_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a trace may not set, the user may: the refusal is of the trace's say, not the option."""
+    from car.specs import make_scorer
+
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    trace = load_trace(TRACES / "pivot.json")
+    judge = make_scorer("llm-judge:gpt-4o?base_url=http://127.0.0.1:9/v1&api_key_env=MY_KEY", trace)
+    assert judge.spec.startswith("llm-judge:gpt-4o?base_url=")
