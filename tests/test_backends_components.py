@@ -156,6 +156,14 @@ def test_judge_spec_errors() -> None:
             make_env("llm-sim:openai:m?x=1", trace)
         with pytest.raises(SpecError, match="max_tokens must be a whole number >= 1, got '0'"):
             make_env("llm-sim:openai:m?max_tokens=0", trace)
+        # An unset variable is named with the spec that named it (the key's lookup blamed a flag,
+        # "--api-key-env NO_SUCH_KEY", that the user never gave).
+        with pytest.raises(
+            SpecError,
+            match=r"scorer 'llm-judge:openai:m\?api_key_env=NO_SUCH_KEY': api_key_env=NO_SUCH_KEY: "
+            "that environment variable is not set or empty",
+        ):
+            make_scorer("llm-judge:openai:m?api_key_env=NO_SUCH_KEY", trace)
 
 
 # -- configuration -----------------------------------------------------------------------------------

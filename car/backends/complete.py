@@ -3,6 +3,7 @@ judge, over either backend. The seed comes from the event key when the server ta
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -50,6 +51,8 @@ def server_options(what: str, given: dict[str, str], base: BackendOptions) -> Ba
     if key is not None:
         if not key:
             raise SpecError(f"{what}: api_key_env names the variable holding the key; got nothing")
+        if not os.environ.get(key, "").strip():  # said here: the key's lookup would blame a flag
+            raise SpecError(f"{what}: api_key_env={key}: that environment variable is not set or empty")
         changes["api_key_env"] = key
     temperature = given.pop("temperature", None)
     if temperature is not None:
