@@ -47,6 +47,11 @@ TRACE = TRACES / "pivot.json"
 )
 def test_blame_names_the_python_argument(given: dict[str, Any], message: str) -> None:
     """`car.blame(path, samples="8")` raised TypeError: '<' not supported between 'str' and 'int'."""
+    _both_refuse(given, message)
+
+
+def _both_refuse(given: dict[str, Any], message: str) -> None:
+    """`car.blame` and `car.blame_async` refuse `given` with exactly `message`."""
     with pytest.raises(InputError) as info:
         car.blame(TRACE, **given)
     assert str(info.value) == message
@@ -182,12 +187,7 @@ _POLICY += "car.Policy (an object with spec and act()), got 42 (int)"
 )
 def test_a_component_of_the_wrong_type_is_named(given: dict[str, Any], message: str) -> None:
     """`car.blame(path, policy=42)` raised AttributeError: 'int' object has no attribute 'spec'."""
-    with pytest.raises(InputError) as info:
-        car.blame(TRACE, **given)
-    assert str(info.value) == message
-    with pytest.raises(InputError) as info:
-        asyncio.run(car.blame_async(TRACE, **given))
-    assert str(info.value) == message
+    _both_refuse(given, message)
 
 
 @pytest.mark.parametrize(
