@@ -245,7 +245,7 @@ class Replay:
         """
         turns, n = rollout.turns, len(self.trace.steps)
         i = start
-        while i < n and i < len(turns) and turns[i].identity() == self._rec_ids[i]:
+        while i < n and i < len(turns) and self._recorded(turns[i]):
             i += 1
         if i == n and (len(turns) != n or rollout.truncated):
             return n - 1  # the same steps, but the run went on: not the recorded run
@@ -290,9 +290,22 @@ class Replay:
 
     def _on_record(self, history: tuple[Turn, ...] | list[Turn]) -> bool:
         n = len(self.trace.steps)
-        return len(history) <= n and all(
-            t.mode is Mode.COPIED or t.identity() == self._rec_ids[t.index] for t in history
-        )
+        return len(history) <= n and all(self._recorded(t) for t in history)
+
+    def _recorded(self, turn: Turn) -> bool:
+        """Whether `turn` is its position's recorded turn (`Turn.identity`). A copied turn is, by
+        construction, and so is one that holds the record's own action and observations: neither is
+        encoded (the encoding is most of the cost of comparing turns in a long trace)."""
+        if turn.mode is Mode.COPIED:
+            return True
+        rec = self.trace.steps[turn.index]
+        if (
+            turn.action is rec.action
+            and turn.observations is rec.observations
+            and turn.actor == rec.actor
+        ):
+            return True
+        return turn.identity() == self._rec_ids[turn.index]
 
     async def _live(
         self,
@@ -343,9 +356,7 @@ class Replay:
                     await self.env.step(state, index, actor, action, self.key(replicate, index, "env")),
                 )
                 turn = Turn(index, actor, action, result.observations, mode, diverged)
-                on_record = (
-                    on_record and recorded is not None and turn.identity() == self._rec_ids[index]
-                )
+                on_record = on_record and recorded is not None and self._recorded(turn)
                 turns.append(turn)
                 state, actor, index = result.state, result.next_actor, index + 1
         except Exception as exc:  # a plugin failure ends this rollout, never the run
@@ -442,7 +453,7 @@ class Reproductions:
             if turn.mode is Mode.RESAMPLED and k is not None and turn.actor == rec[turn.index].actor:
                 self.draws[k] += 1
                 self.hits[k] += turn.action.signature() == rec[turn.index].action.signature()
-            if turn.identity() != replay._rec_ids[turn.index]:
+            if not replay._recorded(turn):
                 return  # later turns were drawn in a context the record does not have
 
 

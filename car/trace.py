@@ -79,6 +79,13 @@ class ToolCall(_Model):
         return f"{self.name}({canonical_json(self.arguments)})"
 
 
+# The identities of the actions met last (rollouts compare each turn against the record more than
+# once): by object, as a frozen model's fields cannot change. A cached attribute on the model would
+# be copied by `model_copy(update=...)` and go stale.
+_IDENTITIES: dict[int, tuple[Action, str]] = {}
+_IDENTITIES_KEPT = 4096
+
+
 class Action(_Model):
     """What an actor did at a step: free text and zero or more tool calls.
 
@@ -107,11 +114,18 @@ class Action(_Model):
         rollout that drew the recorded action stands for one that forced it only when their
         identities agree: the same signature with other wording is another action downstream. Call
         ids are labels and left out."""
+        known = _IDENTITIES.get(id(self))
+        if known is not None and known[0] is self:
+            return known[1]
         calls = [
             [c.name, c.raw_arguments if c.raw_arguments is not None else canonical_json(c.arguments)]
             for c in self.tool_calls
         ]
-        return canonical_json({"text": self.text, "calls": calls, "reasoning": list(self.reasoning)})
+        value = canonical_json({"text": self.text, "calls": calls, "reasoning": list(self.reasoning)})
+        _IDENTITIES[id(self)] = (self, value)  # the action is held, so its id is not reused
+        if len(_IDENTITIES) > _IDENTITIES_KEPT:
+            del _IDENTITIES[next(iter(_IDENTITIES))]  # the oldest
+        return value
 
     def summary(self, width: int = 60) -> str:
         if self.tool_calls:
