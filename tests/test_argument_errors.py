@@ -50,13 +50,13 @@ def test_blame_names_the_python_argument(given: dict[str, Any], message: str) ->
     _both_refuse(given, message)
 
 
-def _both_refuse(given: dict[str, Any], message: str) -> None:
-    """`car.blame` and `car.blame_async` refuse `given` with exactly `message`."""
+def _both_refuse(given: dict[str, Any], message: str, name: str = "blame") -> None:
+    """`car.NAME` and `car.NAME_async` refuse `given` with exactly `message`."""
     with pytest.raises(InputError) as info:
-        car.blame(TRACE, **given)
+        getattr(car, name)(TRACE, **given)
     assert str(info.value) == message
     with pytest.raises(InputError) as info:
-        asyncio.run(car.blame_async(TRACE, **given))
+        asyncio.run(getattr(car, f"{name}_async")(TRACE, **given))
     assert str(info.value) == message
 
 
@@ -222,13 +222,7 @@ def test_blame_many_names_a_component_of_the_wrong_type_before_any_work(
 ) -> None:
     """A policy of the wrong type was each trace's `backend-error` (AttributeError); `options=42`
     and a progress without methods raised AttributeError, `on_result=1` TypeError."""
-    kwargs = {"options": car.BatchOptions(**options), **kwargs}
-    with pytest.raises(InputError) as info:
-        car.blame_many(TRACE, **kwargs)
-    assert str(info.value) == message
-    with pytest.raises(InputError) as info:
-        asyncio.run(car.blame_many_async(TRACE, **kwargs))
-    assert str(info.value) == message
+    _both_refuse({"options": car.BatchOptions(**options), **kwargs}, message, "blame_many")
 
 
 def test_the_component_check_asks_what_the_protocols_ask() -> None:
