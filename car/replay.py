@@ -245,7 +245,7 @@ class Replay:
         """
         turns, n = rollout.turns, len(self.trace.steps)
         i = start
-        while i < n and i < len(turns) and self._recorded(turns[i]):
+        while i < n and i < len(turns) and self.is_recorded(turns[i]):
             i += 1
         if i == n and (len(turns) != n or rollout.truncated):
             return n - 1  # the same steps, but the run went on: not the recorded run
@@ -259,7 +259,8 @@ class Replay:
         history = tuple(_copied(s) for s in self.trace.steps[:step])
         decision = self._decision(step, rec.actor, history, True)
         self.counters.policy_calls += 1
-        return _acted(self.policy, await self.policy.act(decision, self.key(draw, step, "match")))
+        action = await self.policy.act(decision, self.key(draw, step, "match"))
+        return _returned(action, Action, self.policy, "policy", "act")
 
     # -- the loop ------------------------------------------------------------------------------
     def _decision(
@@ -290,9 +291,9 @@ class Replay:
 
     def _on_record(self, history: tuple[Turn, ...] | list[Turn]) -> bool:
         n = len(self.trace.steps)
-        return len(history) <= n and all(self._recorded(t) for t in history)
+        return len(history) <= n and all(self.is_recorded(t) for t in history)
 
-    def _recorded(self, turn: Turn) -> bool:
+    def is_recorded(self, turn: Turn) -> bool:
         """Whether `turn` is its position's recorded turn (`Turn.identity`). A copied turn is, by
         construction, and so is one that holds the record's own action and observations: neither is
         encoded (the encoding is most of the cost of comparing turns in a long trace)."""
@@ -344,19 +345,17 @@ class Replay:
                     decision = self._decision(index, actor, tuple(turns), on_record)
                     calls += 1
                     self.counters.policy_calls += 1
-                    action = _acted(
-                        self.policy,
-                        await self.policy.act(decision, self.key(replicate, index, "policy")),
-                    )
+                    drawn = await self.policy.act(decision, self.key(replicate, index, "policy"))
+                    action = _returned(drawn, Action, self.policy, "policy", "act")
                     mode = Mode.RESAMPLED
                 states.append(state)
                 self.counters.env_calls += 1
-                result = _stepped(
-                    self.env,
-                    await self.env.step(state, index, actor, action, self.key(replicate, index, "env")),
+                stepped = await self.env.step(
+                    state, index, actor, action, self.key(replicate, index, "env")
                 )
+                result = _returned(stepped, EnvStep, self.env, "environment", "step")
                 turn = Turn(index, actor, action, result.observations, mode, diverged)
-                on_record = on_record and recorded is not None and self._recorded(turn)
+                on_record = on_record and recorded is not None and self.is_recorded(turn)
                 turns.append(turn)
                 state, actor, index = result.state, result.next_actor, index + 1
         except Exception as exc:  # a plugin failure ends this rollout, never the run
@@ -453,7 +452,7 @@ class Reproductions:
             if turn.mode is Mode.RESAMPLED and k is not None and turn.actor == rec[turn.index].actor:
                 self.draws[k] += 1
                 self.hits[k] += turn.action.signature() == rec[turn.index].action.signature()
-            if not replay._recorded(turn):
+            if not replay.is_recorded(turn):
                 return  # later turns were drawn in a context the record does not have
 
 
@@ -547,22 +546,13 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _acted(policy: Policy, action: object) -> Action:
-    """What `policy.act` returned, which must be an Action: anything else ends the rollout with an
-    error naming the policy (its `.signature()` would fail far from the cause)."""
-    if isinstance(action, Action):
-        return action
+def _returned(value: object, kind: type[T], plugin: object, role: str, method: str) -> T:
+    """What a plugin's `method` returned, which must be a `kind`: anything else ends the rollout
+    with an error naming the plugin (a later `.signature()` or `.state` would fail far from the
+    cause)."""
+    if isinstance(value, kind):
+        return value
     raise RolloutError(
-        f"policy {getattr(policy, 'spec', type(policy).__name__)!r} returned a "
-        f"{type(action).__name__}: act() must return a car.Action"
-    )
-
-
-def _stepped(env: Environment, result: object) -> EnvStep:
-    """What `env.step` returned, which must be an EnvStep (see `_acted`)."""
-    if isinstance(result, EnvStep):
-        return result
-    raise RolloutError(
-        f"environment {getattr(env, 'spec', type(env).__name__)!r} returned a "
-        f"{type(result).__name__}: step() must return a car.EnvStep"
+        f"{role} {getattr(plugin, 'spec', type(plugin).__name__)!r} returned a "
+        f"{type(value).__name__}: {method}() must return a car.{kind.__name__}"
     )
