@@ -3,7 +3,9 @@
 OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_ai.system_instructions`
 (the parts model, as JSON strings or structured values); the older per-message span events
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
-the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`. OpenInference:
+the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (OpenLLMetry; a content it wrote as
+the JSON text of a list of parts or Anthropic blocks is read as those parts, a `tool_result` block
+as the tool message it is). OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`, and
 content parts `message.contents.M.*` (a `tool_use` part is a tool call, once, though emitters repeat
 it in `message.tool_calls`). A message's `reasoning` parts (an OpenInference `message.contents.M`
@@ -62,6 +64,7 @@ class Msg:
     # A tool result given inside the assistant turn before it: the provider ran the tool (a server
     # or built-in tool), so the result is the observation of the call that produced the turn.
     in_turn: bool = False
+    error: bool = False  # a tool result the tool reported as an error (Anthropic's is_error)
 
 
 class Unimported:
@@ -421,15 +424,111 @@ def reasoning_sealed(part: dict[str, Any]) -> bool:
     return any(part.get(k) for k in _OI_SEALED) or chat_reasoning_sealed(part)
 
 
-def _flat_genai(span: Span, prefix: str) -> list[Msg]:
+def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> list[Msg]:
+    """Messages flattened as `{prefix}.N.role|content|tool_call_id|tool_calls.M.*` (OpenLLMetry).
+
+    OpenLLMetry writes a content that is a list of parts (OpenAI) or blocks (Anthropic) as its JSON
+    text: it is read as those parts (`_flat_parts`), not kept as JSON."""
     out: list[Msg] = []
     for i, fields in _indexed(span.attrs, prefix).items():
         key = f"{prefix}.{i}"
-        msg = Msg(role=str(fields.get("role") or "assistant"), text=as_text(fields.get("content")))
+        content = fields.get("content")
+        msg = Msg(role=str(fields.get("role") or "assistant"))
         msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
         msg.calls = _flat_calls(span, fields, key, "tool_calls", ("id", "name", "arguments"), i)
-        out.append(msg)
+        parts = _json_parts(content)
+        results: list[Msg] = []
+        if parts is None:
+            msg.text = as_text(content)
+        else:
+            results = _flat_parts(parts, span.place(f"{key}.content"), msg, i, b, unimported)
+        # A user turn that only carries tool results (Anthropic's shape) is those results alone.
+        keep = msg.text or msg.calls or msg.reasoning or not results
+        out += [*results, *([msg] if keep else [])]
     return out
+
+
+def _json_parts(value: Any) -> list[dict[str, Any]] | None:
+    """A content written as the JSON text of a list of typed parts, as that list; None for any other
+    value (text that is not such JSON stays text)."""
+    if not isinstance(value, str) or not value.lstrip().startswith("["):
+        return None
+    try:
+        parts = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(parts, list) or not parts:
+        return None
+    if all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts):
+        return parts
+    return None
+
+
+_PART_TEXT = ("text", "input_text", "output_text")
+
+
+def _flat_parts(
+    parts: list[dict[str, Any]], at: At, msg: Msg, i: int, b: Builder, unimported: Unimported
+) -> list[Msg]:
+    """Read the content parts of message i (the JSON text at `at`) into `msg`: text parts are its
+    text, tool_use blocks its calls (once: OpenLLMetry lists them in `tool_calls` too), thinking
+    blocks its reasoning; images and documents are warned about, other parts named. Returns the
+    tool_result blocks as tool messages (they answer earlier calls)."""
+    texts: list[str] = []
+    results: list[Msg] = []
+    part_calls: list[tuple[bool, ToolCall]] = []
+    for j, p in enumerate(parts):
+        here = at / j
+        kind = p["type"]
+        if kind in _PART_TEXT:
+            texts.append(as_text(p.get("text")))
+        elif kind == "tool_use":
+            call_id = opt_id(p.get("id"), here / "id")
+            call = make_call(
+                call_id,
+                p.get("name"),
+                p.get("input"),
+                here / "input",
+                f"call_{i}_{j}",
+                name_at=here / "name",
+            )
+            part_calls.append((call_id is not None, call))
+        elif kind == "tool_result":
+            answers = opt_id(
+                p.get("tool_use_id"), here / "tool_use_id", "the id of the tool call this block answers"
+            )
+            text = _block_text(p.get("content"), here / "content", b, unimported)
+            results.append(Msg("tool", text, call_id=answers, error=p.get("is_error") is True))
+        elif kind == "thinking":
+            # as the `thinking` message of a completion is read, so the two are one piece
+            msg.reasoning.append((here, {"type": "reasoning", "content": as_text(p.get("thinking"))}))
+        elif kind == "redacted_thinking":
+            msg.reasoning.append((here, p))
+        elif kind in _ATTACHMENTS or kind == "document":
+            b.warn("attachments-unresolved", "images or files in messages were not imported")
+        else:
+            unimported.part(kind, here)
+    msg.text = "\n".join(texts)
+    msg.calls += _not_listed(part_calls, msg.calls)
+    return results
+
+
+def _block_text(content: Any, at: At, b: Builder, unimported: Unimported) -> str:
+    """A tool_result block's content as text: a string, or its text blocks joined."""
+    if not isinstance(content, list):
+        return as_text(content)
+    texts: list[str] = []
+    for j, p in enumerate(content):
+        kind = p.get("type") if isinstance(p, dict) else None
+        if isinstance(p, dict) and kind == "text":
+            texts.append(as_text(p.get("text")))
+        elif kind in _ATTACHMENTS or kind == "document":
+            b.warn("attachments-unresolved", "images or files in messages were not imported")
+        elif isinstance(p, dict):
+            unimported.part(kind, at / j)
+        else:
+            unimported.not_an_object(at / j)
+    return "\n".join(texts)
 
 
 # OpenInference's names for a flattened call's id, name and arguments
@@ -567,9 +666,9 @@ def span_messages(s: Span, b: Builder, unimported: Unimported) -> SpanContent:
         inputs, outputs, events_in, events_out = _event_messages(s, b, unimported)
         recorded_in, recorded_out = recorded_in or events_in, recorded_out or events_out
     if not inputs:
-        inputs = _flat_genai(s, "gen_ai.prompt")
+        inputs = _flat_genai(s, "gen_ai.prompt", b, unimported)
     if not outputs:
-        outputs = _flat_genai(s, "gen_ai.completion")
+        outputs = _flat_genai(s, "gen_ai.completion", b, unimported)
     if not inputs:
         inputs = _openinference_messages(s, "llm.input_messages", b, unimported)
     if not outputs:

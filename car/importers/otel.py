@@ -342,7 +342,7 @@ class OtlpJson:
                 earlier = [i for i in makers.get(m.call_id, ()) if i < k]
                 open_ = [i for i in earlier if not answered(i, m.call_id)]
                 if open_ and seen[m.call_id] > len(earlier) - len(open_):
-                    steps[open_[0]]["obs"].append((m.call_id, m.text, False))
+                    steps[open_[0]]["obs"].append((m.call_id, m.text, m.error))
 
 
 # What a call rebuilt from a tool span is named by, refused when there is none

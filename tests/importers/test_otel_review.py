@@ -353,3 +353,85 @@ def test_a_cut_off_prompt_event_is_named_at_its_event_attribute(tmp_path: Path) 
         f"{_SPAN0}.events[0].attributes[0].value.stringValue)"
     )
     assert [s.action.text for s in t.steps] == ["ok"]
+
+
+# -- OpenLLMetry content written as JSON text ------------------------------------------------------
+
+
+def _anthropic_call(sid: int, prompts: dict[str, Any], completions: dict[str, Any]) -> dict[str, Any]:
+    """A call as OpenLLMetry's Anthropic instrumentation writes it: a message whose content is a
+    list of blocks has that list's JSON text as its content."""
+    attrs = {"llm.request.type": "chat", "gen_ai.system": "Anthropic", "gen_ai.request.model": "c"}
+    attrs |= {f"gen_ai.prompt.{k}": v for k, v in prompts.items()}
+    attrs |= {f"gen_ai.completion.{k}": v for k, v in completions.items()}
+    return _span(sid, attrs, name="anthropic.chat")
+
+
+def test_openllmetry_block_lists_are_read_as_blocks_and_tool_results_answer_their_call(
+    tmp_path: Path,
+) -> None:
+    ask = [{"type": "text", "text": "weather in Paris?"}, {"type": "image", "source": {}}]
+    first = _anthropic_call(
+        1,
+        {"0.role": "user", "0.content": json.dumps(ask)},
+        {
+            "0.role": "assistant",
+            "0.content": "Checking.",
+            "0.tool_calls.0.id": "toolu_1",
+            "0.tool_calls.0.name": "weather",
+            "0.tool_calls.0.arguments": '{"city": "Paris"}',
+        },
+    )
+    turn = [
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+    ]
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "gone", "is_error": True}]
+    second = _anthropic_call(
+        2,
+        {
+            "0.role": "user",
+            "0.content": json.dumps(ask),
+            "1.role": "assistant",
+            "1.content": json.dumps(turn),
+            "1.tool_calls.0.id": "toolu_1",
+            "1.tool_calls.0.name": "weather",
+            "1.tool_calls.0.arguments": '{"city": "Paris"}',
+            "2.role": "user",
+            "2.content": json.dumps(result),
+        },
+        {"0.role": "assistant", "0.content": "No data."},
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(first, second)))
+    assert t.task == "weather in Paris?"
+    assert [(o.call_id, o.content, o.is_error) for o in t.steps[0].observations] == [
+        ("toolu_1", "gone", True)
+    ]
+    context = t.steps[1].context or ()
+    assert [(m.role, m.content, m.tool_call_id) for m in context] == [
+        ("user", "weather in Paris?", None),
+        ("assistant", "Checking.", None),
+        ("tool", "gone", "toolu_1"),
+    ]
+    assert [c.signature() for c in context[1].tool_calls] == ['weather({"city":"Paris"})']
+    assert "attachments-unresolved" in _codes(t)
+
+
+def test_openllmetry_part_lists_are_text_and_unknown_parts_are_named(tmp_path: Path) -> None:
+    parts = [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}, {"type": "x_part"}]
+    span = _span(
+        1,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": json.dumps(parts),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": '["not", "parts"]',
+        },
+        name="openai.chat",
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert [m.content for m in t.steps[0].context or ()] == ["hi\nthere"]
+    assert t.steps[0].action.text == '["not", "parts"]'  # text that is no part list stays text
+    assert "'x_part' (first at " in _warning(t, "items-skipped")
