@@ -428,7 +428,8 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
     """Messages flattened as `{prefix}.N.role|content|tool_call_id|tool_calls.M.*` (OpenLLMetry).
 
     OpenLLMetry writes a content that is a list of parts (OpenAI) or blocks (Anthropic) as its JSON
-    text: it is read as those parts (`_flat_parts`), not kept as JSON."""
+    text: it is read as those parts (`_flat_parts`), not kept as JSON. A refusal, which it writes
+    in `{prefix}.N.refusal` instead of the content, is the message's text."""
     out: list[Msg] = []
     for i, fields in _indexed(span.attrs, prefix).items():
         key = f"{prefix}.{i}"
@@ -442,6 +443,9 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
             msg.text = as_text(content)
         else:
             results = _flat_parts(parts, span.place(f"{key}.content"), msg, i, b, unimported)
+        refusal = fields.get("refusal")
+        if isinstance(refusal, str) and refusal and refusal not in msg.text:
+            msg.text = f"{msg.text}\n{refusal}" if msg.text else refusal
         # A user turn that only carries tool results (Anthropic's shape) is those results alone.
         keep = msg.text or msg.calls or msg.reasoning or not results
         out += [*results, *([msg] if keep else [])]

@@ -435,3 +435,22 @@ def test_openllmetry_part_lists_are_text_and_unknown_parts_are_named(tmp_path: P
     assert [m.content for m in t.steps[0].context or ()] == ["hi\nthere"]
     assert t.steps[0].action.text == '["not", "parts"]'  # text that is no part list stays text
     assert "'x_part' (first at " in _warning(t, "items-skipped")
+
+
+def test_an_openllmetry_refusal_is_what_the_model_said(tmp_path: Path) -> None:
+    # OpenLLMetry writes a refusal in place of the content, not beside it.
+    span = _span(
+        1,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "pick this lock",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.finish_reason": "stop",
+            "gen_ai.completion.0.refusal": "I can't help with that.",
+        },
+        name="openai.chat",
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert t.steps[0].action.text == "I can't help with that."
