@@ -429,12 +429,20 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
 
     OpenLLMetry writes a content that is a list of parts (OpenAI) or blocks (Anthropic) as its JSON
     text: it is read as those parts (`_flat_parts`), not kept as JSON. A refusal, which it writes
-    in `{prefix}.N.refusal` instead of the content, is the message's text."""
+    in `{prefix}.N.refusal` instead of the content, is the message's text. Its Anthropic
+    instrumentation writes a thinking block as a message of its own, of role `thinking`: that is the
+    reasoning of the message after it (of the one before it when none follows)."""
     out: list[Msg] = []
+    thinking: list[tuple[At, dict[str, Any]]] = []
     for i, fields in _indexed(span.attrs, prefix).items():
         key = f"{prefix}.{i}"
+        role = str(fields.get("role") or "assistant")
         content = fields.get("content")
-        msg = Msg(role=str(fields.get("role") or "assistant"))
+        if role == "thinking":
+            part = {"type": "reasoning", "content": as_text(content)}
+            thinking.append((span.place(f"{key}.content"), part))
+            continue
+        msg = Msg(role=role)
         msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
         msg.calls = _flat_calls(span, fields, key, "tool_calls", ("id", "name", "arguments"), i)
         parts = _json_parts(content)
@@ -446,9 +454,15 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
         refusal = fields.get("refusal")
         if isinstance(refusal, str) and refusal and refusal not in msg.text:
             msg.text = f"{msg.text}\n{refusal}" if msg.text else refusal
+        msg.reasoning[:0], thinking = thinking, []
         # A user turn that only carries tool results (Anthropic's shape) is those results alone.
         keep = msg.text or msg.calls or msg.reasoning or not results
         out += [*results, *([msg] if keep else [])]
+    if thinking:
+        if out:
+            out[-1].reasoning += thinking
+        else:
+            out.append(Msg("assistant", reasoning=thinking))
     return out
 
 

@@ -454,3 +454,28 @@ def test_an_openllmetry_refusal_is_what_the_model_said(tmp_path: Path) -> None:
     )
     (t,) = import_file(_write(tmp_path, _otlp(span)))
     assert t.steps[0].action.text == "I can't help with that."
+
+
+def test_an_openllmetry_thinking_completion_is_the_reasoning_of_the_turn(tmp_path: Path) -> None:
+    # OpenLLMetry's Anthropic instrumentation writes a thinking block as a completion of role
+    # "thinking" before the assistant's; the next call's prompt holds it as a block of that turn.
+    first = _anthropic_call(
+        1,
+        {"0.role": "user", "0.content": "q"},
+        {"0.role": "thinking", "0.content": "mull", "1.role": "assistant", "1.content": "a"},
+    )
+    turn = [{"type": "thinking", "thinking": "mull", "signature": "s"}, {"type": "text", "text": "a"}]
+    second = _anthropic_call(
+        2,
+        {"0.role": "user", "0.content": "q", "1.role": "assistant", "1.content": json.dumps(turn)},
+        {"0.role": "assistant", "0.content": "b"},
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(first, second)))
+    assert [s.action.text for s in t.steps] == ["a", "b"]
+    assert t.steps[0].action.reasoning == ({"type": "reasoning", "content": "mull"},)
+    assert t.steps[0].metadata["thinking"] == "mull"
+    assert [(m.role, m.content) for m in t.steps[1].context or ()] == [
+        ("user", "q"),
+        ("assistant", "a"),
+    ]
+    assert _warning(t, "thinking-not-replayed").startswith("1 reasoning part is kept verbatim")
