@@ -12,6 +12,7 @@ warning (`tool-input-missing`).
 A call recorded without an id gets one (`call_<j>`); a result without an id (Ollama's history, which
 names the tool as `tool_name`) answers the latest such calls in order, the first of them with its name
 when it names one, and a warning (`results-paired-by-order`) says so.
+The request's `tools` (and the legacy API's `functions`) are the assistant's tools.
 Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
 user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
 limit may be `max_tokens` or `max_completion_tokens`. The reasoning OpenAI-compatible servers add to a
@@ -293,6 +294,8 @@ class OpenAIChat:
             msg_at = at / "messages"
             messages = msg_at.arr(req.get("messages"), "a list of chat messages")
             tools = _tools(req.get("tools"), at / "tools")
+            # the legacy function-calling API defines its functions here
+            tools += _tools(req.get("functions"), at / "functions")
             sampling, dropped = sampling_from(req)
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")

@@ -255,3 +255,25 @@ def test_a_native_trace_too_deep_to_write_is_one_line_exit_2(
     )
     assert not out.exists()
     assert run(["validate", str(path)]) == 2  # refused on reading, as car import does
+
+
+# -- legacy function definitions --------------------------------------------------------------------
+
+
+def test_a_legacy_request_s_functions_are_the_assistant_s_tools(tmp_path: Path) -> None:
+    # Requests (and fine-tuning lines) of the legacy function-calling API define their functions in
+    # `functions`, not `tools`.
+    weather = {"name": "weather", "parameters": {"type": "object", "properties": {}}}
+    request = {
+        "functions": [weather],
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "function_call": {"name": "weather", "arguments": "{}"}},
+            {"role": "function", "name": "weather", "content": "snow"},
+        ],
+    }
+    t = load_any(write(tmp_path, request))
+    assert t.actor("assistant").tools == (weather,)
+    assert "expected a list of tool definitions, got an object" in error(
+        write(tmp_path, {**request, "functions": weather})
+    )
