@@ -6,7 +6,8 @@ messages (`{type: "message"?, role, content: str | [{type: input_text|output_tex
 `function_call {call_id, name, arguments: <JSON string>}` (consecutive calls form one parallel step
 with the assistant text before them), `custom_tool_call {call_id, name, input: <text>}` (a custom
 tool's free-form input, read as openai-chat reads it: none is empty input, with a warning),
-`function_call_output {call_id, output}` (an observation of the step that made the call),
+`function_call_output {call_id, output}` (an observation of the step that made the call; an
+output of parts is its text, images and files warned about),
 `reasoning` (kept verbatim in the metadata of the step it precedes, with its encrypted_content: a
 replay cannot send it back, and a warning says so) and `compaction` (warned about).
 A request that continues a conversation the API keeps (`previous_response_id`, `conversation`) holds
@@ -103,6 +104,24 @@ def _history_missing(obj: dict[str, Any]) -> str | None:
     )
 
 
+_ATTACHMENTS = ("input_image", "input_file", "input_audio")
+
+
+def _attachments(b: Builder, content: Any, at: At) -> None:
+    """Warn when the content parts at `at` (a message's, or a function_call_output's) hold images or
+    files, which are not imported."""
+    if isinstance(content, list):
+        j = next(
+            (j for j, p in enumerate(content) if isinstance(p, dict) and p.get("type") in _ATTACHMENTS),
+            None,
+        )
+        if j is not None:
+            b.warn(
+                "attachments-unresolved",
+                f"images or files were not imported (text only; first at {(at / j).where()})",
+            )
+
+
 class OpenAIResponses:
     name = "openai-responses"
     description = "OpenAI Responses items (function_call / function_call_output; {input, output})"
@@ -184,11 +203,7 @@ class OpenAIResponses:
                 if kind == "message":
                     role = (here / "role").string(item.get("role"), "a role")
                     text = text_of(item.get("content"), here / "content")
-                    if isinstance(item.get("content"), list) and any(
-                        isinstance(p, dict) and p.get("type") in ("input_image", "input_file")
-                        for p in item["content"]
-                    ):
-                        b.warn("attachments-unresolved", "images or files were not imported (text only)")
+                    _attachments(b, item.get("content"), here / "content")
                     if role == "assistant":
                         cur = current()
                         if cur["calls"]:
@@ -219,6 +234,7 @@ class OpenAIResponses:
                     flush()
                     call_id = (here / "call_id").call_id(item.get("call_id"), "the call_id")
                     output = text_of(item.get("output"), here / "output")
+                    _attachments(b, item.get("output"), here / "output")  # output may be parts
                     if not b.observe(call_id, output):
                         b.observe_orphan(call_id, output)
                 elif kind == "reasoning":

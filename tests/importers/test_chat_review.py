@@ -277,3 +277,21 @@ def test_a_legacy_request_s_functions_are_the_assistant_s_tools(tmp_path: Path) 
     assert "expected a list of tool definitions, got an object" in error(
         write(tmp_path, {**request, "functions": weather})
     )
+
+
+def test_an_image_in_a_function_call_output_is_warned_about_where_it_sits(tmp_path: Path) -> None:
+    # A function_call_output's output may be a list of input_text / input_image / input_file parts.
+    output = [
+        {"type": "input_text", "text": "chart:"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AA"},
+    ]
+    items = [
+        {"type": "message", "role": "user", "content": "plot it"},
+        {"type": "function_call", "call_id": "c1", "name": "plot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": output},
+    ]
+    t = load_any(write(tmp_path, items))
+    assert [(o.call_id, o.content) for o in t.steps[1].observations] == [("c1", "chart:")]
+    assert warnings(t)["attachments-unresolved"] == (
+        "images or files were not imported (text only; first at $[2].output[1])"
+    )
