@@ -4,8 +4,9 @@ The `.eval` zip layout changes between releases, so car reads logs only through
 `inspect_ai.log.read_eval_log` (the optional extra `car-blame[inspect]`) and converts the dumped log.
 One trace per sample (and epoch): each `model` event is a decision step whose context is the event's
 exact input, with its tools and generation config (temperature, top_p, seed, max_tokens); each `tool`
-event is the observation of the call with its id; the sample's first score gives the outcome (an
-incorrect answer is the failure). The actor is the enclosing agent span's name, else "assistant".
+event is the observation of the call with its id (a result given as content is its text); the
+sample's first score gives the outcome (an incorrect answer is the failure). The actor is the
+enclosing agent span's name, else "assistant".
 A sample that errored before any model call (a rate limit, a cancel: routine in a large eval) is
 skipped with a warning, and the log's other samples import.
 A model is recorded by the name its API knows (`gpt-4o` for Inspect's `openai/gpt-4o`,
@@ -56,6 +57,7 @@ _ROLE_LIT: dict[str, Literal["system", "user", "assistant", "tool"]] = {
     "assistant": "assistant",
     "tool": "tool",
 }
+_MEDIA = ("image", "audio", "video", "document")  # content parts car does not import
 _CORRECT = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 
 
@@ -117,7 +119,7 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
         (at / "role").fail(f"a role ({', '.join(_ROLES)})", role)
     content = m.get("content")
     if isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") in ("image", "audio", "video", "document") for p in content
+        isinstance(p, dict) and p.get("type") in _MEDIA for p in content
     ):
         b.warn("attachments-unresolved", "images, audio or documents in messages were not imported")
     parts: list[tuple[At, dict[str, Any]]] = []
@@ -149,6 +151,22 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
         else None,
         reasoning=tuple(p for _, p in parts) if role == "assistant" else (),
     )
+
+
+def _tool_result(value: Any, at: At, b: Builder) -> str:
+    """A tool event's result as the text the model was given: a string as it is; content (a
+    ContentText, ContentImage, ... or a list of them) as its text, media warned about as in
+    messages; any other value (a number, a boolean) as its JSON; none as no text."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    parts = [value] if isinstance(value, dict) else value
+    if isinstance(parts, list) and all(
+        isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts
+    ):
+        if any(p["type"] in _MEDIA for p in parts):
+            b.warn("attachments-unresolved", "images, audio or documents in messages were not imported")
+        return text_of(parts, at)  # its text parts (media and reasoning have none)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _call(value: Any, at: At) -> ToolCall:
@@ -231,8 +249,7 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
             )
         elif kind == "tool":
             call_id = (here / "id").string(ev.get("id"), "the tool call id")
-            result = ev.get("result")
-            content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+            content = _tool_result(ev.get("result"), here / "result", b)
             error = ev.get("error")
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 content = content or error["message"]

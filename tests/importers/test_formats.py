@@ -1397,3 +1397,36 @@ def test_openinference_media_tool_use_and_unknown_contents_are_kept_or_named(tmp
         "message parts car does not import were left out: 'future_part' (first at "
         f"{_SPAN0}[{where}].value.stringValue)"
     )
+
+
+def test_inspect_tool_results_given_as_content_are_their_text() -> None:
+    # A tool may return ContentText / ContentImage values (or a list of them): the model was given
+    # their text (and the image), not their JSON.
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": "shot", "arguments": {}}]}
+    calls = {"role": "assistant", "tool_calls": [{"id": "c2", "function": "shot", "arguments": {}}]}
+    image = {"type": "image", "image": "data:image/png;base64,AA"}
+    log = _inspect_log(
+        [
+            {"event": "model", "model": "m", "input": [], "output": {"choices": [{"message": call}]}},
+            {"event": "tool", "id": "c1", "result": [{"type": "text", "text": "page 1"}, image]},
+            {"event": "model", "model": "m", "input": [], "output": {"choices": [{"message": calls}]}},
+            {"event": "tool", "id": "c2", "result": {"type": "text", "text": "page 2"}},
+        ]
+    )
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    assert [o.content for s in t.steps for o in s.observations] == ["page 1", "page 2"]
+    assert "attachments-unresolved" in codes(t)
+
+
+def test_an_inspect_tool_error_without_a_result_is_its_message() -> None:
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": "f", "arguments": {}}]}
+    error = {"type": "timeout", "message": "timed out after 30s"}
+    log = _inspect_log(
+        [
+            {"event": "model", "model": "m", "input": [], "output": {"choices": [{"message": call}]}},
+            {"event": "tool", "id": "c1", "error": error},  # no result: dumped without None values
+        ]
+    )
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    (obs,) = t.steps[0].observations
+    assert (obs.content, obs.is_error) == ("timed out after 30s", True)
