@@ -192,10 +192,12 @@ class AnthropicMessages:
             if kind == "tool_result":
                 call_id = (at / j / "tool_use_id").call_id(blk.get("tool_use_id"), "the tool_use id")
                 content = text_of(blk.get("content"), at / j / "content")
-                if isinstance(blk.get("content"), list) and any(
-                    isinstance(p, dict) and p.get("type") in _ATTACHMENTS for p in blk["content"]
-                ):
-                    b.warn("attachments-unresolved", "images in tool results were not imported")
+                for part in blk["content"] if isinstance(blk.get("content"), list) else ():
+                    part_kind = part.get("type") if isinstance(part, dict) else None
+                    if part_kind in _ATTACHMENTS:
+                        b.warn("attachments-unresolved", "images in tool results were not imported")
+                    elif isinstance(part_kind, str) and part_kind != "text":
+                        _skipped(b, part_kind)  # search_result and the like: no text of their own
                 error = blk.get("is_error") is True
                 if not b.observe(call_id, content, is_error=error):
                     b.observe_orphan(call_id, content, is_error=error)

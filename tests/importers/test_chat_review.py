@@ -295,3 +295,24 @@ def test_an_image_in_a_function_call_output_is_warned_about_where_it_sits(tmp_pa
     assert warnings(t)["attachments-unresolved"] == (
         "images or files were not imported (text only; first at $[2].output[1])"
     )
+
+
+def test_anthropic_tool_result_blocks_car_does_not_read_are_named(tmp_path: Path) -> None:
+    # A tool may return search_result blocks ({type, source, title, content: [text blocks]}).
+    found = {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text"}]}
+    request = {
+        "system": "s",
+        "messages": [
+            {"role": "user", "content": "find"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [found]}],
+            },
+        ],
+    }
+    t = load_any(write(tmp_path, request))
+    assert warnings(t)["items-skipped"] == "content blocks of type 'search_result' were not imported"
