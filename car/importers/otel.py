@@ -2,7 +2,9 @@
 message content was captured).
 
 `{resourceSpans: [{resource, scopeSpans: [{spans: [...]}]}]}` (or JSON Lines of such requests, as the
-collector's file exporter writes them). One car trace per trace id. Each model-call span
+collector's file exporter writes them; `resourceLogs` lines among them hold the GenAI events that
+instrumentations export as log records, read as events of the span they were emitted in). One car
+trace per trace id. Each model-call span
 (`gen_ai.operation.name` chat / text_completion / generate_content, `openinference.span.kind` LLM, or
 OpenLLMetry's `llm.request.type` chat / completion) is a decision step whose context is the exact
 input of that call; when model spans nest (a framework span around the client span) the innermost is
@@ -15,7 +17,8 @@ model call is a step of the tool actor `environment`). The actor is `gen_ai.agen
 or its nearest agent ancestor (`invoke_agent`, AGENT spans, OpenLLMetry agent spans).
 
 Content is read from, in order: `gen_ai.input.messages` / `gen_ai.output.messages` (parts model, JSON
-string or structured), the older per-message span events (`gen_ai.user.message`, `gen_ai.choice`, ...,
+string or structured, on the span or on its `gen_ai.client.inference.operation.details` event), the
+older per-message events (`gen_ai.user.message`, `gen_ai.choice`, ..., as span events or log records,
 and `gen_ai.content.prompt` / `gen_ai.content.completion`), the flattened `gen_ai.prompt.N.*` /
 `gen_ai.completion.N.*` style, and OpenInference `llm.input_messages.N.message.*`. Ids may be hex or
 base64; `intValue` may be a string. Tool-call ids follow every importer's rule: an integer is its
@@ -63,8 +66,16 @@ __all__ = ["CAPTURE_HINT", "OtlpJson"]
 
 CAPTURE_HINT = (
     "message content was not captured: set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true "
-    "(OpenInference: unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS) and record again"
+    "(OpenInference: unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS) and record again; "
+    "an instrumentation that exports content as log events needs those logs (resourceLogs) in the "
+    "same file as the spans"
 )
+
+
+def _export(value: Any) -> bool:
+    return isinstance(value, dict) and (
+        isinstance(value.get("resourceSpans"), list) or isinstance(value.get("resourceLogs"), list)
+    )
 
 
 _CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id")  # GenAI, then OpenInference
@@ -77,10 +88,12 @@ class OtlpJson:
     def sniff(self, data: Any, path: str) -> bool:
         if isinstance(data, dict):
             return isinstance(data.get("resourceSpans"), list)
+        # JSON Lines of exports: spans, and the logs the same file exporter wrote beside them
         return (
             isinstance(data, list)
             and bool(data)
-            and all(isinstance(r, dict) and isinstance(r.get("resourceSpans"), list) for r in data[:20])
+            and all(_export(r) for r in data[:20])
+            and any(isinstance(r.get("resourceSpans"), list) for r in data)
         )
 
     def convert(self, doc: Document) -> list[Trace]:

@@ -1,4 +1,5 @@
-"""OTLP/JSON decoding: `{resourceSpans: [...]}` exports (or JSON Lines of them) into `Span` values.
+"""OTLP/JSON decoding: `{resourceSpans: [...]}` exports (or JSON Lines of them) into `Span` values;
+log records of GenAI events in `{resourceLogs: [...]}` lines become events of their span.
 
 Ids may be hex or base64 (the protobuf JSON mapping); `intValue` may be a number or a decimal string;
 `arrayValue` and `kvlistValue` become lists and dicts. Every bad value is reported at its JSON path;
@@ -178,6 +179,9 @@ def _nanos(value: Any, at: At) -> int:
 
 
 def read_spans(doc: Document) -> list[Span]:
+    """The spans of every export in the file. Log records of GenAI events (`gen_ai.*`: the official
+    instrumentations export message content as log events, not span events) from `resourceLogs`
+    lines of the same file become events of the span they were emitted in, in time order."""
     at = doc.at
     requests: list[tuple[Any, At]]
     if isinstance(doc.data, list):
@@ -185,8 +189,12 @@ def read_spans(doc: Document) -> list[Span]:
     else:
         requests = [(doc.data, at)]
     spans: list[Span] = []
+    records: list[_LogEvent] = []
     for req, rat in requests:
         body = rat.obj(req, "an OTLP/JSON export {resourceSpans: [...]}")
+        if body.get("resourceLogs") is not None and body.get("resourceSpans") is None:
+            records += _log_events(body["resourceLogs"], rat / "resourceLogs")
+            continue
         for i, rs in enumerate((rat / "resourceSpans").arr(body.get("resourceSpans"))):
             rsat = rat / "resourceSpans" / i
             rso = rsat.obj(rs, "a ResourceSpans object")
@@ -196,7 +204,86 @@ def read_spans(doc: Document) -> list[Span]:
                 sso = ssat.obj(ss, "a ScopeSpans object")
                 for k, sp in enumerate((ssat / "spans").arr(sso.get("spans", []))):
                     spans.append(_span(sp, ssat / "spans" / k, len(spans)))
+        if body.get("resourceLogs") is not None:
+            records += _log_events(body["resourceLogs"], rat / "resourceLogs")
+    by_id = {(s.trace_id, s.span_id): s for s in spans if s.span_id}
+    for r in sorted(records, key=lambda r: (r.time, r.order)):
+        span = by_id.get((r.trace_id, r.span_id))
+        if span is not None:
+            span.events.append((r.name, r.attrs, r.at))
+    for s in spans:
+        _operation_details(s)
     return spans
+
+
+@dataclass
+class _LogEvent:
+    trace_id: str
+    span_id: str
+    time: int
+    order: int
+    name: str
+    attrs: dict[str, Any]  # its attributes, and its body under "body"
+    at: Placed
+
+
+def _log_events(value: Any, at: At) -> list[_LogEvent]:
+    """The GenAI events among the log records of `resourceLogs` at `at` (other logs are the
+    application's own, not a model call's content)."""
+    out: list[_LogEvent] = []
+    for i, rl in enumerate(at.arr(value, "a list of ResourceLogs objects")):
+        rlat = at / i
+        rlo = rlat.obj(rl, "a ResourceLogs object")
+        for j, sl in enumerate((rlat / "scopeLogs").arr(rlo.get("scopeLogs", []))):
+            slat = rlat / "scopeLogs" / j
+            slo = slat.obj(sl, "a ScopeLogs object")
+            for k, lr in enumerate((slat / "logRecords").arr(slo.get("logRecords", []))):
+                here = slat / "logRecords" / k
+                rec = here.obj(lr, "a log record")
+                places: dict[str, At] = {}
+                attrs = _attributes(rec.get("attributes"), here / "attributes", places)
+                # the event's name: a field of its own since OTLP 1.5, an attribute before
+                name = rec.get("eventName") or attrs.get("event.name")
+                if not isinstance(name, str) or not name.startswith("gen_ai."):
+                    continue
+                if "body" in rec:
+                    attrs["body"], places["body"] = _any_value(rec["body"], here / "body")
+                time = rec.get("timeUnixNano")
+                if time in (None, "0", 0):
+                    time = rec.get("observedTimeUnixNano")
+                out.append(
+                    _LogEvent(
+                        trace_id=_span_id(rec.get("traceId"), here / "traceId", 16) or "unknown",
+                        span_id=_span_id(rec.get("spanId"), here / "spanId", 8),
+                        time=_nanos(time, here / "timeUnixNano"),
+                        order=len(out),
+                        name=name,
+                        attrs=attrs,
+                        at=Placed(at.doc, (here / "attributes").loc, places, here / "attributes"),
+                    )
+                )
+    return out
+
+
+# The conventions' event that carries a call's content as attributes named as on the span.
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_DETAILS = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+)
+
+
+def _operation_details(span: Span) -> None:
+    """Content the call's `gen_ai.client.inference.operation.details` event holds (a span event or
+    a log record) is the span's, where the span does not hold it itself."""
+    for name, attrs, at in span.events:
+        if name == _DETAILS_EVENT:
+            for key in _DETAILS:
+                if key in attrs and key not in span.attrs:
+                    span.attrs[key] = attrs[key]
+                    span.places[key] = at / key
 
 
 def _span(value: Any, at: At, order: int) -> Span:

@@ -479,3 +479,78 @@ def test_an_openllmetry_thinking_completion_is_the_reasoning_of_the_turn(tmp_pat
         ("assistant", "a"),
     ]
     assert _warning(t, "thinking-not-replayed").startswith("1 reasoning part is kept verbatim")
+
+
+# -- content exported as log events --------------------------------------------------------------
+
+
+def _kv(fields: dict[str, Any]) -> dict[str, Any]:
+    """A structured OTLP AnyValue (kvlistValue) from plain values."""
+
+    def value(v: Any) -> dict[str, Any]:
+        if isinstance(v, dict):
+            return _kv(v)
+        if isinstance(v, list):
+            return {"arrayValue": {"values": [value(x) for x in v]}}
+        return {"stringValue": v}
+
+    return {"kvlistValue": {"values": [{"key": k, "value": value(v)} for k, v in fields.items()]}}
+
+
+def _log(span: dict[str, Any], t: int, event: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A log record as the official GenAI instrumentations emit an event, in `span`."""
+    return {
+        "timeUnixNano": str(t),
+        "traceId": span["traceId"],
+        "spanId": span["spanId"],
+        "eventName": event,
+        "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}],
+        "body": _kv(body),
+    }
+
+
+def _logs(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceLogs": [{"scopeLogs": [{"logRecords": list(records)}]}]}
+
+
+def test_content_exported_as_log_events_beside_the_spans_is_read(tmp_path: Path) -> None:
+    # opentelemetry-instrumentation-openai-v2 with content capture on: the chat spans hold no
+    # content, the events gen_ai.user.message, gen_ai.choice, ... are log records in the span.
+    first, second = _chat(1, None, None), _chat(5, None, None)
+    call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": '{"city": "Oslo"}'}}
+    records = [
+        _log(first, 2, "gen_ai.user.message", {"content": "weather?"}),
+        _log(first, 3, "gen_ai.choice", {"message": {"role": "assistant", "tool_calls": [call]}}),
+        _log(second, 7, "gen_ai.tool.message", {"content": "snow", "id": "c1"}),
+        _log(second, 6, "gen_ai.user.message", {"content": "weather?"}),
+        _log(second, 8, "gen_ai.choice", {"message": {"role": "assistant", "content": "Snow."}}),
+        {"timeUnixNano": "9", "body": {"stringValue": "an application log line"}},
+    ]
+    f = tmp_path / "otel.jsonl"
+    f.write_text(f"{json.dumps(_otlp(first, second))}\n{json.dumps(_logs(*records))}\n")
+    (t,) = import_file(f)
+    assert t.fidelity is not None and t.fidelity.class_ == "A" and _codes(t) == set()
+    assert t.task == "weather?"
+    assert [c.signature() for c in t.steps[0].action.tool_calls] == ['w({"city":"Oslo"})']
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c1", "snow")]
+    context = t.steps[1].context or ()
+    assert [(m.role, m.content) for m in context] == [("user", "weather?"), ("tool", "snow")]
+    assert t.steps[1].action.text == "Snow."
+
+
+def test_content_in_an_operation_details_event_is_the_call_s(tmp_path: Path) -> None:
+    span = _chat(1, None, None)
+    details = _log(span, 2, "gen_ai.client.inference.operation.details", {})
+    details["attributes"] += [
+        {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps([_text("user", "q")])}},
+        {
+            "key": "gen_ai.output.messages",
+            "value": {"stringValue": json.dumps([_text("assistant", "a")])},
+        },
+    ]
+    f = tmp_path / "otel.jsonl"
+    f.write_text(f"{json.dumps(_otlp(span))}\n{json.dumps(_logs(details))}\n")
+    (t,) = import_file(f)
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert [(m.role, m.content) for m in t.steps[0].context or ()] == [("user", "q")]
+    assert t.steps[0].action.text == "a"
