@@ -500,6 +500,8 @@ def _flat_parts(
         kind = p["type"]
         if kind in _PART_TEXT:
             texts.append(as_text(p.get("text")))
+        elif kind == "refusal":  # an OpenAI refusal part: what the model said
+            texts.append(as_text(p.get("refusal")))
         elif kind == "tool_use":
             call_id = opt_id(p.get("id"), here / "id")
             call = make_call(

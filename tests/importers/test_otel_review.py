@@ -418,7 +418,7 @@ def test_openllmetry_block_lists_are_read_as_blocks_and_tool_results_answer_thei
 
 
 def test_openllmetry_part_lists_are_text_and_unknown_parts_are_named(tmp_path: Path) -> None:
-    parts = [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}, {"type": "x_part"}]
+    parts = [{"type": "text", "text": "hi"}, {"type": "refusal", "refusal": "no"}, {"type": "x_part"}]
     span = _span(
         1,
         {
@@ -432,7 +432,7 @@ def test_openllmetry_part_lists_are_text_and_unknown_parts_are_named(tmp_path: P
         name="openai.chat",
     )
     (t,) = import_file(_write(tmp_path, _otlp(span)))
-    assert [m.content for m in t.steps[0].context or ()] == ["hi\nthere"]
+    assert [m.content for m in t.steps[0].context or ()] == ["hi\nno"]
     assert t.steps[0].action.text == '["not", "parts"]'  # text that is no part list stays text
     assert "'x_part' (first at " in _warning(t, "items-skipped")
 
