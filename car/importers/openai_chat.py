@@ -300,7 +300,7 @@ class OpenAIChat:
             if dropped:
                 b.warn("sampling-invalid", f"ignored unusable sampling values: {', '.join(dropped)}")
             extra = {k: req[k] for k in ("metadata",) if isinstance(req.get(k), dict)}
-            appended = _response_messages(req, at)
+            appended = _response_messages(req, at, b)
             if appended:
                 places = [msg_at / i for i in range(len(messages))] + [p for p, _ in appended]
                 messages = list(messages) + [m for _, m in appended]
@@ -315,14 +315,21 @@ class OpenAIChat:
         )
 
 
-def _response_messages(req: dict[str, Any], at: At) -> list[tuple[At, dict[str, Any]]]:
+def _response_messages(req: dict[str, Any], at: At, b: Builder) -> list[tuple[At, dict[str, Any]]]:
     """The assistant message of an appended response (`choices[0].message`) and where it sits, if
-    there is one."""
+    there is one. The other choices of a response sampled with n > 1 are alternatives the run did
+    not go on with: a warning says they were not imported."""
     resp = req.get("response")
     holder, holder_at = (resp, at / "response") if isinstance(resp, dict) else (req, at)
     choices = holder.get("choices")
     if not isinstance(choices, list) or not choices:
         return []
+    if len(choices) > 1:
+        b.warn(
+            "choices-skipped",
+            f"the appended response holds {len(choices)} choices; only the first is imported as the "
+            f"assistant's turn (at {(holder_at / 'choices').where()})",
+        )
     first = choices[0]
     if isinstance(first, dict) and isinstance(first.get("message"), dict):
         return [(holder_at / "choices" / 0 / "message", first["message"])]

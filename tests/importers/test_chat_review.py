@@ -316,3 +316,16 @@ def test_anthropic_tool_result_blocks_car_does_not_read_are_named(tmp_path: Path
     }
     t = load_any(write(tmp_path, request))
     assert warnings(t)["items-skipped"] == "content blocks of type 'search_result' were not imported"
+
+
+def test_the_other_choices_of_an_appended_response_are_warned_about(tmp_path: Path) -> None:
+    choices = [
+        {"index": 0, "message": {"role": "assistant", "content": "a"}},
+        {"index": 1, "message": {"role": "assistant", "content": "b"}},
+    ]
+    t = load_any(write(tmp_path, {"messages": [USER], "response": {"choices": choices}}))
+    assert [s.action.text for s in t.steps] == ["q", "a"]
+    assert warnings(t)["choices-skipped"] == (
+        "the appended response holds 2 choices; only the first is imported as the assistant's turn "
+        "(at $.response.choices)"
+    )
