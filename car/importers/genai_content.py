@@ -2,7 +2,8 @@
 
 OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_ai.system_instructions`
 (the parts model, as JSON strings or structured values); the older per-message span events
-(`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`);
+(`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`;
+pydantic-ai's instrumentation version 1 writes them into one attribute, `events`, as JSON);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (OpenLLMetry; a content it wrote as
 the JSON text of a list of parts or Anthropic blocks is read as those parts, a `tool_result` block
 as the tool message it is). OpenInference:
@@ -601,7 +602,8 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported) -> SpanConte
     inputs: list[Msg] = []
     outputs: list[Msg] = []
     recorded_inputs = recorded_outputs = False
-    for name, attrs, at in span.events:
+    events: list[tuple[str, dict[str, Any], At]] = [*span.events, *_attribute_events(span)]
+    for name, attrs, at in events:
         # `at / key` is where the attribute `key` holds its value (`attributes[1].value.boolValue`)
         if name == "gen_ai.content.prompt":
             got = _messages(
@@ -630,6 +632,21 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported) -> SpanConte
             recorded_outputs |= name == "gen_ai.choice"
             recorded_inputs |= name != "gen_ai.choice"
     return SpanContent(inputs, outputs, recorded_inputs, recorded_outputs)
+
+
+def _attribute_events(span: Span) -> list[tuple[str, dict[str, Any], At]]:
+    """The events pydantic-ai's instrumentation (version 1, event_mode "attributes", as Logfire
+    records it) writes into one span attribute, `events`: a JSON list of `{event.name, ...}`
+    objects whose other fields are the event's body."""
+    value = json_value(span.attrs.get("events"))
+    if not isinstance(value, list):
+        return []
+    at = span.place("events")
+    return [
+        (e["event.name"], e, at / k)
+        for k, e in enumerate(value)
+        if isinstance(e, dict) and isinstance(e.get("event.name"), str)
+    ]
 
 
 def system_instructions(a: dict[str, Any]) -> str:

@@ -554,3 +554,60 @@ def test_content_in_an_operation_details_event_is_the_call_s(tmp_path: Path) -> 
     assert t.fidelity is not None and t.fidelity.class_ == "A"
     assert [(m.role, m.content) for m in t.steps[0].context or ()] == [("user", "q")]
     assert t.steps[0].action.text == "a"
+
+
+# -- pydantic-ai ------------------------------------------------------------------------------------
+
+
+def _pydantic_ai_run() -> tuple[dict[str, Any], ...]:
+    """A run as pydantic-ai's instrumentation version 1 records it (Logfire's default then): an
+    "agent run" span; chat spans whose events are one JSON attribute, `events`; "running tool"
+    spans without gen_ai.operation.name, holding tool_arguments and tool_response."""
+    run = _span(1, {"agent_name": "adder", "logfire.msg": "adder run"}, name="agent run")
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": {"x": 1}}}
+    asked = [
+        {"event.name": "gen_ai.system.message", "content": "You add.", "role": "system"},
+        {"event.name": "gen_ai.user.message", "content": "1+2?", "role": "user"},
+    ]
+    first = [
+        *asked,
+        {
+            "event.name": "gen_ai.choice",
+            "index": 0,
+            "message": {"role": "assistant", "tool_calls": [call]},
+        },
+    ]
+    second = [
+        *asked,
+        {"event.name": "gen_ai.assistant.message", "role": "assistant", "tool_calls": [call]},
+        {"event.name": "gen_ai.tool.message", "content": "3", "role": "tool", "id": "call_1"},
+        {"event.name": "gen_ai.choice", "index": 0, "message": {"role": "assistant", "content": "3"}},
+    ]
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    tool = {
+        "gen_ai.tool.name": "add",
+        "gen_ai.tool.call.id": "call_1",
+        "tool_arguments": '{"x":1}',
+        "tool_response": "3",
+        "logfire.msg": "running tool: add",
+    }
+    spans = (
+        run,
+        _span(2, {**chat, "events": json.dumps(first)}, name="chat gpt-4o"),
+        _span(3, tool, name="running tool", status={"code": 2}),
+        _span(4, {**chat, "events": json.dumps(second)}, name="chat gpt-4o"),
+    )
+    for s in spans[1:]:
+        s["parentSpanId"] = run["spanId"]
+    return spans
+
+
+def test_pydantic_ai_events_in_one_attribute_are_the_calls_content(tmp_path: Path) -> None:
+    (t,) = import_file(_write(tmp_path, _otlp(*_pydantic_ai_run())))
+    assert t.fidelity is not None and t.fidelity.class_ == "A"
+    assert "content-not-captured" not in _codes(t)
+    assert t.task == "1+2?" and t.actors[0].system_prompt == "You add."
+    assert [c.signature() for c in t.steps[0].action.tool_calls] == ['add({"x":1})']
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("call_1", "3")]
+    assert [(m.role, m.content) for m in t.steps[1].context or ()][-1] == ("tool", "3")
+    assert t.steps[1].action.text == "3"
