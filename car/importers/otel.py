@@ -246,7 +246,12 @@ class OtlpJson:
     @staticmethod
     def _agent(span: Span, ancestors: Iterable[Span]) -> str:
         for s in (span, *ancestors):
-            name = s.attrs.get("gen_ai.agent.name") or s.attrs.get("agent.name")
+            # pydantic-ai (version 1 and 2) names its "agent run" span's agent in agent_name
+            name = (
+                s.attrs.get("gen_ai.agent.name")
+                or s.attrs.get("agent.name")
+                or (s.attrs.get("agent_name") if s.name == "agent run" else None)
+            )
             if isinstance(name, str) and name:
                 return name
             if s.is_agent and s is not span:
@@ -367,8 +372,8 @@ _TRACELOOP_TOOL_NAME = (
     "the tool name in gen_ai.tool.name, tool.name, traceloop.entity.name or the span's name (a tool "
     "call is rebuilt from this span)"
 )
-# Where a tool span holds its result: GenAI, OpenInference, OpenLLMetry
-_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+# Where a tool span holds its result: GenAI, OpenInference, OpenLLMetry, pydantic-ai (version 1 and 2)
+_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output", "tool_response")
 
 
 def _tool_name(t: Span) -> tuple[Any, str]:
@@ -385,7 +390,7 @@ def _tool_arguments(a: dict[str, Any]) -> Any:
     """A tool span's arguments, as recorded (None when it records none). OpenLLMetry records a
     decorated function's input as `{"args": [...], "kwargs": {...}}`: with no positional arguments,
     the keyword arguments are the call's."""
-    for key in ("gen_ai.tool.call.arguments", "tool.parameters", "input.value"):
+    for key in ("gen_ai.tool.call.arguments", "tool.parameters", "input.value", "tool_arguments"):
         if key in a:
             return a[key]
     entity = json_value(a.get("traceloop.entity.input"))

@@ -89,7 +89,17 @@ class Span:
 
     @property
     def is_tool(self) -> bool:
-        return self.op == "execute_tool" or self.oi_kind == "TOOL" or self.traceloop_kind == "tool"
+        # pydantic-ai's tool spans ("running tool", and "execute_tool NAME" in its early version 3)
+        # carry no operation name: the tool's name and call id say what they are.
+        untyped = (
+            not self.op and "gen_ai.tool.name" in self.attrs and "gen_ai.tool.call.id" in self.attrs
+        )
+        return (
+            self.op == "execute_tool"
+            or self.oi_kind == "TOOL"
+            or self.traceloop_kind == "tool"
+            or (untyped and not self.is_llm)
+        )
 
     @property
     def is_agent(self) -> bool:

@@ -611,3 +611,15 @@ def test_pydantic_ai_events_in_one_attribute_are_the_calls_content(tmp_path: Pat
     assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("call_1", "3")]
     assert [(m.role, m.content) for m in t.steps[1].context or ()][-1] == ("tool", "3")
     assert t.steps[1].action.text == "3"
+
+
+def test_pydantic_ai_tool_spans_answer_their_call_and_the_agent_run_names_the_actor(
+    tmp_path: Path,
+) -> None:
+    run, first, tool, _ = _pydantic_ai_run()
+    (t,) = import_file(_write(tmp_path, _otlp(run, first, tool)))  # the run ends with the tool
+    assert [s.actor for s in t.steps] == ["adder"]
+    assert [(o.call_id, o.content, o.is_error) for o in t.steps[0].observations] == [
+        ("call_1", "3", True)
+    ]
+    assert "orphan-tool-span" not in _codes(t)
