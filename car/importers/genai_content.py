@@ -446,7 +446,7 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
         msg = Msg(role=role)
         msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
         msg.calls = _flat_calls(span, fields, key, "tool_calls", ("id", "name", "arguments"), i)
-        parts = _json_parts(content)
+        parts = _json_parts(content, role)
         results: list[Msg] = []
         if parts is None:
             msg.text = as_text(content)
@@ -467,9 +467,11 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
     return out
 
 
-def _json_parts(value: Any) -> list[dict[str, Any]] | None:
-    """A content written as the JSON text of a list of typed parts, as that list; None for any other
-    value (text that is not such JSON stays text)."""
+def _json_parts(value: Any, role: str) -> list[dict[str, Any]] | None:
+    """A content written as the JSON text of a list of content parts, as that list; None for any
+    other value (text that is not such JSON stays text). A tool's output may itself be JSON of
+    typed objects: a tool message's content is read as parts only when they are all text parts, any
+    other message's when one of them is a part of a type car knows."""
     if not isinstance(value, str) or not value.lstrip().startswith("["):
         return None
     try:
@@ -478,12 +480,20 @@ def _json_parts(value: Any) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(parts, list) or not parts:
         return None
-    if all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts):
-        return parts
-    return None
+    if not all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts):
+        return None
+    types = {p["type"] for p in parts}
+    if role == "tool":
+        return parts if types <= set(_PART_TEXT) else None
+    return parts if types & _KNOWN_PARTS else None
 
 
 _PART_TEXT = ("text", "input_text", "output_text")
+_KNOWN_PARTS = {
+    *_PART_TEXT,
+    *("refusal", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"),
+    *_ATTACHMENTS,
+}
 
 
 def _flat_parts(

@@ -623,3 +623,28 @@ def test_pydantic_ai_tool_spans_answer_their_call_and_the_agent_run_names_the_ac
         ("call_1", "3", True)
     ]
     assert "orphan-tool-span" not in _codes(t)
+
+
+def test_json_text_that_is_no_part_list_stays_text(tmp_path: Path) -> None:
+    # A tool's output (or a user's text) may be JSON of typed objects of its own.
+    files = json.dumps([{"type": "file", "name": "a.txt"}])
+    records = json.dumps([{"type": "row", "id": 1}])
+    span = _span(
+        1,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": records,
+            "gen_ai.prompt.1.role": "assistant",
+            "gen_ai.prompt.1.tool_calls.0.id": "c1",
+            "gen_ai.prompt.1.tool_calls.0.name": "ls",
+            "gen_ai.prompt.2.role": "tool",
+            "gen_ai.prompt.2.tool_call_id": "c1",
+            "gen_ai.prompt.2.content": files,
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "a.txt",
+        },
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert [m.content for m in t.steps[0].context or ()] == [records, "", files]
+    assert _codes(t) == {"sampling-missing"}
