@@ -31,7 +31,6 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -635,13 +634,6 @@ def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _interval(mean: float, se: float, level: float, n: int) -> Estimate:
-    if math.isnan(se):
-        return Estimate(estimate=mean, low=None, high=None, n=n)
-    z = float(NormalDist().inv_cdf(1 - (1 - level) / 2))
-    return Estimate(estimate=mean, low=max(0.0, mean - z * se), high=min(1.0, mean + z * se), n=n)
-
-
 def to_report(result: ShapleyResult, budget: int, budget_calls: int | None) -> ShapleyReport:
     """The `shapley` section of the report."""
     est = result.estimate
@@ -668,7 +660,9 @@ def to_report(result: ShapleyResult, budget: int, budget_calls: int | None) -> S
         players=players,
         total=total,
         v_all=v_all,
-        v_none=_interval(est.v_none, est.v_none_se, est.level, est.v_none_n),
+        # mid-p where v(empty)'s outcomes are binary: a normal interval on 0/1 outcomes was a point
+        # whenever every unit agreed, and covered v(empty) = 0.09 66% of the time at 12 replicates
+        v_none=Estimate(estimate=est.v_none, low=est.v_none_low, high=est.v_none_high, n=est.v_none_n),
         budget=Budget(
             rollouts=result.rollouts,
             policy_calls=result.policy_calls,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from car.estimators.contrastive import factual_interval
 from car.stats import skew_shift, t_upper
 
 __all__ = [
@@ -58,6 +59,10 @@ class ShapleyEstimate:
     units: int  # independent units: replicates (exact) or pairs of walks (permutation)
     v_none_se: float = math.nan
     v_none_n: int = 0
+    # v(empty)'s interval at `level`, as the contrastive arms' rates are shown: mid-p where its
+    # outcomes are binary, Student-t with guards where graded (never zero-width)
+    v_none_low: float = 0.0
+    v_none_high: float = 1.0
 
     @property
     def half_width(self) -> np.ndarray:
@@ -205,6 +210,7 @@ def _t_estimate(
     se = np.sqrt(s2 / count)
     t = t_upper((1 - level) / 2, count - 1)
     widen = np.where(floored, 0.0, skew_shift(units, t)) * se
+    none = factual_interval(v_none, level)
     return ShapleyEstimate(
         phi,
         phi - t * se + np.minimum(widen, 0.0),
@@ -217,4 +223,6 @@ def _t_estimate(
         count,
         float(v_none.std(ddof=1) / math.sqrt(count)),
         count,
+        none.low,
+        none.high,
     )
