@@ -101,3 +101,18 @@ def test_betting_cs_memory_stays_flat_in_the_sample_size() -> None:
         tracemalloc.stop()
     assert lo <= 2 / 7 <= hi
     assert peak < 20 * 2**20, f"peak {peak / 2**20:.0f} MB"
+
+
+def test_betting_cs_on_its_grid_contains_what_a_finer_grid_keeps() -> None:
+    # The bounds were the outer kept candidates moved half a cell out, but the CS reaches on to the
+    # nearest rejected candidate: at grid 1000, 62 of 100 samples had a mean a grid of 20,000 keeps
+    # (inside the CS) outside the interval, by up to 0.0005.
+    rng = np.random.default_rng(3)
+    fine = 20_000
+    for _ in range(30):
+        x = rng.beta(2.0, 5.0, size=int(rng.integers(20, 200)))
+        lo, hi = betting_cs(x, 0.05)
+        fine_lo, fine_hi = betting_cs(x, 0.05, grid=fine)
+        # the fine grid's kept candidates are its bounds moved back in by one of its cells
+        assert lo <= fine_lo + 1 / fine + 1e-12
+        assert fine_hi - 1 / fine - 1e-12 <= hi

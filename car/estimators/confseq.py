@@ -105,8 +105,10 @@ def betting_cs(x: np.ndarray, alpha: float, grid: int = 1000) -> tuple[float, fl
     if len(kept) == 0:  # cannot happen for valid data; fall back to the sample mean
         mean = float(x.mean())
         return mean, mean
-    step = 0.5 / grid
-    return max(0.0, float(kept[0]) - step), min(1.0, float(kept[-1]) + step)
+    # The CS reaches past the outermost kept candidates up to the nearest rejected ones, anywhere in
+    # that cell: half a cell out (the midpoint) left out means a finer grid would still keep.
+    cell = 1 / grid
+    return max(0.0, float(kept[0]) - cell), min(1.0, float(kept[-1]) + cell)
 
 
 def mean_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:
