@@ -365,3 +365,51 @@ def test_unparsable_base_url_is_a_usage_error_naming_its_source(
     assert len(err) == 1 and named in err[0] and repr(url) in err[0], err
     assert "not an http:// or https:// URL with a host" in err[0]
     assert "Traceback" not in err[0] and "rror," not in err[0]
+
+
+def test_a_chat_log_s_first_user_turn_is_the_task_a_judge_and_a_simulator_see(
+    tmp_path: Path,
+) -> None:
+    """A chat log records no task (its first user message is a step, replayed as recorded): the
+    judge and the simulated environment were shown `Task: ""`."""
+    import asyncio
+
+    from car.importers import load_any
+    from car.protocols import Trajectory, Turn
+    from car.rng import EventKey
+    from car.specs import make_env, make_scorer
+
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "4"},
+        {"role": "assistant", "content": "ANSWER: 4"},
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"model": "m", "messages": messages}), encoding="utf-8")
+    trace = load_any(path)
+    assert trace.task == ""  # the trace keeps the record: the question is step 0
+    turns = tuple(
+        Turn(index=s.index, actor=s.actor, action=s.action, observations=s.observations, mode="hold")
+        for s in trace.steps
+    )
+    unseen = trace.steps[1].action.tool_calls[0].model_copy(update={"arguments": {"a": 3}})
+
+    async def judge_and_simulate() -> None:
+        scorer = make_scorer("llm-judge:openai:extract?mode=extract&expected=4", trace)
+        env = make_env("llm-sim:openai:toolsim", trace)
+        try:
+            assert await scorer.score(Trajectory(trace, turns), EventKey(0, 0, 0, "score")) == 0.0
+            await env.unseen(unseen, 0, 1, EventKey(0, 0, 1, "env"))  # type: ignore[attr-defined]
+        finally:
+            await scorer.aclose()  # type: ignore[attr-defined]
+            await env.aclose()  # type: ignore[attr-defined]
+
+    with LoopbackServer({"extract": _extractor, "toolsim": _tool_sim}) as server:
+        with configure(base_url=server.url):
+            asyncio.run(judge_and_simulate())
+        prompts = [b["messages"][-1]["content"] for _, b in server.requests]
+    assert any(p.startswith('Task: "What is 2+2?"\n') for p in prompts)
+    assert any(p.startswith("Task of the run: What is 2+2?\n") for p in prompts)

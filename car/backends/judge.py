@@ -26,6 +26,7 @@ import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
 from car.backends.complete import (
@@ -41,7 +42,7 @@ from car.protocols import Trajectory
 from car.rng import EventKey
 from car.trace import Trace
 
-__all__ = ["LLMJudge", "normalise_answer", "parse_judge"]
+__all__ = ["LLMJudge", "normalise_answer", "parse_judge", "task_of"]
 
 _RUBRIC_SYSTEM = (
     "You grade a recorded run of an AI agent against a rubric. Read the transcript, then answer with "
@@ -62,6 +63,19 @@ def normalise_answer(text: str) -> str:
     t = re.sub(r"[^\w.%-]+", " ", t)
     t = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", t)
     return " ".join(t.split())
+
+
+def task_of(trace: Trace) -> str | dict[str, Any]:
+    """What the run was asked: its task, else its first user turn's text.
+
+    A chat log (OpenAI, Anthropic, Responses, tau-bench, ATIF) records no task apart: its first user
+    message is a step, replayed as recorded (tau-bench's simulated user even decides it), and moving
+    it into `task` would renumber the steps or repeat it in every rebuilt context.
+    """
+    if trace.task:
+        return trace.task
+    users = {a.id for a in trace.actors if a.kind == "user"}
+    return next((s.action.text for s in trace.steps if s.actor in users and s.action.text), "")
 
 
 def transcript(traj: Trajectory, clip: int = 2000) -> str:
@@ -114,6 +128,7 @@ class LLMJudge:
         self.mode = opts.get("mode", "rubric")
         self.repeats = int(opts.get("repeats", "1"))
         self.trace = trace
+        self.task = task_of(trace)
         self.rubric = self._rubric(opts.get("rubric"))
         self.expected = self._expected(opts.get("expected"))
         self.complete = Completer(kind, model, server, name=self.spec)
@@ -142,7 +157,7 @@ class LLMJudge:
         meta = self.trace.metadata.get("expected")
         if isinstance(meta, str | int | float):
             return str(meta)
-        task = self.trace.task
+        task = self.task
         if isinstance(task, dict):
             for k in ("expected", "answer"):
                 if isinstance(task.get(k), str | int | float):
@@ -164,7 +179,7 @@ class LLMJudge:
                 self.unparsed += 1
                 return None
             return 1.0 if found[-1] == "FAIL" else 0.0
-        user = f"Task: {json.dumps(self.trace.task, ensure_ascii=False)}\n\nTranscript:\n{text}"
+        user = f"Task: {json.dumps(self.task, ensure_ascii=False)}\n\nTranscript:\n{text}"
         answer = (await self.complete(_EXTRACT_SYSTEM, user, key, max_tokens=128)).strip()
         if not answer or answer.upper() == "NONE":
             return 1.0

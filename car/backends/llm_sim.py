@@ -22,6 +22,7 @@ from car.backends.complete import (
     parse_backend_model,
     server_options,
 )
+from car.backends.judge import task_of
 from car.backends.options import BackendOptions, current
 from car.backends.wire import tool_schema
 from car.builtins import RecordedEnvironment
@@ -86,7 +87,7 @@ class LLMSimEnvironment(RecordedEnvironment):
 
     def _prompt(self, call: ToolCall) -> str:
         schema = self._schemas.get(call.name)
-        parts = [f"Task of the run: {_clip(_task(self.trace.task))}"]
+        parts = [f"Task of the run: {_clip(_task(task_of(self.trace)))}"]
         if schema is not None:
             parts.append(
                 f"Tool `{schema.name}`: {schema.description or '(no description)'}\n"
