@@ -275,12 +275,14 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
             if _is_reasoning(p):
                 msg.reasoning.append((at / "content" / j, p))
             elif isinstance(p, dict) and "text" not in p and "content" not in p:
+                if p.get("type") == "refusal":
+                    continue  # an OpenAI refusal part: its text, read below
                 if p.get("type") in _ATTACHMENTS:
                     b.warn("attachments-unresolved", "images or files in messages were not imported")
                 else:
                     unimported.part(p.get("type"), at / "content" / j)
         content = [p for p in content if not _is_reasoning(p)]
-    msg.text = _content(content)
+    msg.text = _with_refusal(_content(content), m.get("refusal"))
     for j, tc in enumerate((at / "tool_calls").arr(m.get("tool_calls") or [])):
         if isinstance(tc, dict):
             here = at / "tool_calls" / j
@@ -318,11 +320,24 @@ def _result(part: dict[str, Any], kind: str, at: At, b: Builder) -> str:
 
 def _content(value: Any) -> str:
     if isinstance(value, list):
-        return "\n".join(
-            as_text(p.get("text", p.get("content"))) if isinstance(p, dict) else as_text(p)
-            for p in value
-        )
+        return "\n".join(_part_text(p) for p in value)
     return as_text(value)
+
+
+def _part_text(part: Any) -> str:
+    if not isinstance(part, dict):
+        return as_text(part)
+    if part.get("type") == "refusal" and "text" not in part:
+        return as_text(part.get("refusal"))  # an OpenAI refusal part: what the model said
+    return as_text(part.get("text", part.get("content")))
+
+
+def _with_refusal(text: str, refusal: Any) -> str:
+    """A message's text with its OpenAI `refusal` field: the model declined, and the refusal is what
+    it said (the content is null then, or holds the same text as a refusal part)."""
+    if not isinstance(refusal, str) or not refusal or refusal in text:
+        return text
+    return f"{text}\n{refusal}" if text else refusal
 
 
 def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
@@ -452,9 +467,7 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
             msg.text = as_text(content)
         else:
             results = _flat_parts(parts, span.place(f"{key}.content"), msg, i, b, unimported)
-        refusal = fields.get("refusal")
-        if isinstance(refusal, str) and refusal and refusal not in msg.text:
-            msg.text = f"{msg.text}\n{refusal}" if msg.text else refusal
+        msg.text = _with_refusal(msg.text, fields.get("refusal"))
         msg.reasoning[:0], thinking = thinking, []
         # A user turn that only carries tool results (Anthropic's shape) is those results alone.
         keep = msg.text or msg.calls or msg.reasoning or not results

@@ -456,6 +456,40 @@ def test_an_openllmetry_refusal_is_what_the_model_said(tmp_path: Path) -> None:
     assert t.steps[0].action.text == "I can't help with that."
 
 
+def test_an_openai_style_refusal_is_what_the_model_said_in_events_and_message_attributes(
+    tmp_path: Path,
+) -> None:
+    # As in OpenLLMetry's flattened style: a message's `refusal` field and a refusal part are the
+    # model's text (they were ignored, and the part named as not imported).
+    events = _chat(1, None, None)
+    events["events"] = [
+        {
+            "name": "gen_ai.user.message",
+            "attributes": [{"key": "content", "value": {"stringValue": "pick this lock"}}],
+        },
+        {
+            "name": "gen_ai.choice",
+            "attributes": [
+                {
+                    "key": "message",
+                    "value": _kv({"role": "assistant", "refusal": "I can't help with that."}),
+                }
+            ],
+        },
+    ]
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}
+    later = [{"role": "user", "content": "pick this lock"}, refused, _text("user", "please")]
+    parts = _chat(3, later, [refused])
+    (t,) = import_file(_write(tmp_path, _otlp(events, parts)))
+    assert [s.action.text for s in t.steps] == ["I can't help with that.", "No."]
+    assert [(m.role, m.content) for m in t.steps[1].context or ()] == [
+        ("user", "pick this lock"),
+        ("assistant", "No."),
+        ("user", "please"),
+    ]
+    assert "items-skipped" not in _codes(t)
+
+
 def test_an_openllmetry_thinking_completion_is_the_reasoning_of_the_turn(tmp_path: Path) -> None:
     # OpenLLMetry's Anthropic instrumentation writes a thinking block as a completion of role
     # "thinking" before the assistant's; the next call's prompt holds it as a block of that turn.
