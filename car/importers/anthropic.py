@@ -169,7 +169,7 @@ class AnthropicMessages:
             elif kind in _COMPACTION:
                 b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
             elif kind in _ATTACHMENTS:
-                b.warn("attachments-unresolved", "images or documents were not imported (text only)")
+                b.attachments("images or documents", at / j)
             else:
                 _skipped(b, kind)
         b.step(
@@ -192,10 +192,11 @@ class AnthropicMessages:
             if kind == "tool_result":
                 call_id = (at / j / "tool_use_id").call_id(blk.get("tool_use_id"), "the tool_use id")
                 content = text_of(blk.get("content"), at / j / "content")
-                for part in blk["content"] if isinstance(blk.get("content"), list) else ():
+                parts = blk["content"] if isinstance(blk.get("content"), list) else []
+                for k, part in enumerate(parts):
                     part_kind = part.get("type") if isinstance(part, dict) else None
                     if part_kind in _ATTACHMENTS:
-                        b.warn("attachments-unresolved", "images in tool results were not imported")
+                        b.attachments("images in tool results", at / j / "content" / k)
                     elif isinstance(part_kind, str) and part_kind != "text":
                         _skipped(b, part_kind)  # search_result and the like: no text of their own
                 error = blk.get("is_error") is True
@@ -204,7 +205,7 @@ class AnthropicMessages:
             elif kind == "text":
                 texts.append((at / j / "text").string(blk.get("text", "")))
             elif kind in _ATTACHMENTS:
-                b.warn("attachments-unresolved", "images or documents were not imported (text only)")
+                b.attachments("images or documents", at / j)
             elif kind in _COMPACTION:
                 b.warn("compaction", "the conversation was compacted: earlier turns are summarised")
             else:

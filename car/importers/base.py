@@ -512,6 +512,13 @@ class Builder:
     def warn(self, code: str, message: str) -> None:
         self._warnings.setdefault(code, message)
 
+    def attachments(self, what: str, at: At) -> None:
+        """Say that `what` (images, files, ...) were not imported, naming where the first one sits
+        (`at`): the trace keeps their messages' text only."""
+        self.warn(
+            "attachments-unresolved", f"{what} were not imported (text only; first at {at.where()})"
+        )
+
     # -- the trace ---------------------------------------------------------------------------------
     def build(
         self,

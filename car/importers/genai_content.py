@@ -259,7 +259,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
             elif kind in _REASONING:
                 msg.reasoning.append((here, p))
             elif kind in _ATTACHMENTS:
-                b.warn("attachments-unresolved", "images or files in messages were not imported")
+                b.attachments("images or files in messages", here)
             elif kind == "compaction":
                 unimported.compaction(here)
             else:
@@ -278,7 +278,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
                 if p.get("type") == "refusal":
                     continue  # an OpenAI refusal part: its text, read below
                 if p.get("type") in _ATTACHMENTS:
-                    b.warn("attachments-unresolved", "images or files in messages were not imported")
+                    b.attachments("images or files in messages", at / "content" / j)
                 else:
                     unimported.part(p.get("type"), at / "content" / j)
         content = [p for p in content if not _is_reasoning(p)]
@@ -377,7 +377,8 @@ def _openinference_messages(span: Span, prefix: str, b: Builder, unimported: Uni
             elif part.get(_OI_TEXT) is not None:
                 texts.append(as_text(part[_OI_TEXT]))
             elif kind in _ATTACHMENTS or any(k.startswith(_OI_MEDIA) for k in part):
-                b.warn("attachments-unresolved", "images or files in messages were not imported")
+                named = "message_content.type" if "message_content.type" in part else next(iter(part))
+                b.attachments("images or files in messages", span.place(f"{at}.{named}"))
             elif kind != "text":
                 named = "message_content.type" if "message_content.type" in part else next(iter(part))
                 unimported.part(kind, span.place(f"{at}.{named}"))
@@ -549,7 +550,7 @@ def _flat_parts(
         elif kind == "redacted_thinking":
             msg.reasoning.append((here, p))
         elif kind in _ATTACHMENTS or kind == "document":
-            b.warn("attachments-unresolved", "images or files in messages were not imported")
+            b.attachments("images or files in messages", here)
         else:
             unimported.part(kind, here)
     msg.text = "\n".join(texts)
@@ -567,7 +568,7 @@ def _block_text(content: Any, at: At, b: Builder, unimported: Unimported) -> str
         if isinstance(p, dict) and kind == "text":
             texts.append(as_text(p.get("text")))
         elif kind in _ATTACHMENTS or kind == "document":
-            b.warn("attachments-unresolved", "images or files in messages were not imported")
+            b.attachments("images or files in messages", at / j)
         elif isinstance(p, dict):
             unimported.part(kind, at / j)
         else:

@@ -118,10 +118,10 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
     if role not in _ROLES:
         (at / "role").fail(f"a role ({', '.join(_ROLES)})", role)
     content = m.get("content")
-    if isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") in _MEDIA for p in content
-    ):
-        b.warn("attachments-unresolved", "images, audio or documents in messages were not imported")
+    if isinstance(content, list):
+        media = [j for j, p in enumerate(content) if isinstance(p, dict) and p.get("type") in _MEDIA]
+        if media:
+            b.attachments("images, audio or documents in messages", at / "content" / media[0])
     parts: list[tuple[At, dict[str, Any]]] = []
     if isinstance(content, list):
         parts = [
@@ -137,7 +137,11 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
         at / "content",
     )
     if "attachment://" in text:
-        b.warn("attachments-unresolved", "some message content refers to unresolved attachments")
+        b.warn(
+            "attachments-unresolved",
+            "some message content refers to unresolved attachments (first at "
+            f"{(at / 'content').where()})",
+        )
     calls = tuple(
         _call(c, at / "tool_calls" / j)
         for j, c in enumerate((at / "tool_calls").arr(m.get("tool_calls") or []))
@@ -163,8 +167,11 @@ def _tool_result(value: Any, at: At, b: Builder) -> str:
     if isinstance(parts, list) and all(
         isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts
     ):
-        if any(p["type"] in _MEDIA for p in parts):
-            b.warn("attachments-unresolved", "images, audio or documents in messages were not imported")
+        media = [j for j, p in enumerate(parts) if p["type"] in _MEDIA]
+        if media:
+            b.attachments(
+                "images, audio or documents in tool results", at / media[0] if parts is value else at
+            )
         return text_of(parts, at)  # its text parts (media and reasoning have none)
     return json.dumps(value, ensure_ascii=False)
 

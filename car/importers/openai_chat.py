@@ -136,11 +136,14 @@ def add_chat_messages(
         msg = here.obj(raw, "a chat message {role, content}")
         role = (here / "role").string(msg.get("role"), f"a role ({', '.join(_ROLES)})")
         content = text_of(msg.get("content"), here / "content")
-        if isinstance(msg.get("content"), list) and any(
-            isinstance(p, dict) and p.get("type") in ("image_url", "input_audio", "file", "image")
-            for p in msg["content"]
-        ):
-            b.warn("attachments-unresolved", "images or files in messages were not imported (text only)")
+        if isinstance(msg.get("content"), list):
+            media = [
+                j
+                for j, p in enumerate(msg["content"])
+                if isinstance(p, dict) and p.get("type") in ("image_url", "input_audio", "file", "image")
+            ]
+            if media:
+                b.attachments("images or files in messages", here / "content" / media[0])
         if role in ("system", "developer"):
             if b.n_steps == 0:
                 b.add_system_prompt(assistant, content)

@@ -116,10 +116,7 @@ def _attachments(b: Builder, content: Any, at: At) -> None:
             None,
         )
         if j is not None:
-            b.warn(
-                "attachments-unresolved",
-                f"images or files were not imported (text only; first at {(at / j).where()})",
-            )
+            b.attachments("images or files", at / j)
 
 
 class OpenAIResponses:

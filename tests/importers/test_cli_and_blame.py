@@ -314,8 +314,9 @@ def test_validate_of_one_file_says_what_each_warning_is(
     assert run(["validate", str(fixtures / "anthropic.json")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "2 warnings" in lines[0]
-    assert (
-        lines[1] == "  warning attachments-unresolved: images or documents were not imported (text only)"
+    assert lines[1] == (
+        "  warning attachments-unresolved: images or documents were not imported (text only; first at "
+        "$.messages[2].content[2])"
     )
     assert lines[2].startswith("  warning thinking-not-replayed: 1 thinking block is kept verbatim")
     assert len(lines) == 3

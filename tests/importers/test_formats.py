@@ -1391,7 +1391,11 @@ def test_openinference_media_tool_use_and_unknown_contents_are_kept_or_named(tmp
         ("call_1", "ocr", {"image": 0})
     ]
     assert {"attachments-unresolved", "items-skipped"} <= codes(t)
-    assert _warning(t, "attachments-unresolved") == "images or files in messages were not imported"
+    image = list(attrs).index(f"{inp}.0.message.contents.1.message_content.type") + 1
+    assert _warning(t, "attachments-unresolved") == (
+        "images or files in messages were not imported (text only; first at "
+        f"{_SPAN0}[{image}].value.stringValue)"
+    )
     where = list(attrs).index(f"{inp}.0.message.contents.3.message_content.type") + 1
     assert _warning(t, "items-skipped") == (
         "message parts car does not import were left out: 'future_part' (first at "
@@ -1430,3 +1434,84 @@ def test_an_inspect_tool_error_without_a_result_is_its_message() -> None:
     (t,) = convert_log(log, Document("log.json", b"", "json", log))
     (obs,) = t.steps[0].observations
     assert (obs.content, obs.is_error) == ("timed out after 30s", True)
+
+
+# -- where the first image or file sits ---------------------------------------------------------
+
+_IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+_ANTHROPIC_IMAGE = {"type": "image", "source": {"type": "base64", "data": "AA"}}
+
+
+def _attachment_runs() -> list[tuple[str, Any, str]]:
+    """(format, document, where its first image sits): one run per importer that warns."""
+    chat = {"messages": [{"role": "user", "content": [{"type": "text", "text": "q"}, _IMAGE_URL]}]}
+    chat["messages"].append({"role": "assistant", "content": "a"})
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": [_ANTHROPIC_IMAGE]}
+    anthropic = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}],
+            },
+            {"role": "user", "content": [result, _ANTHROPIC_IMAGE]},
+            {"role": "assistant", "content": "a"},
+        ]
+    }
+    atif = {
+        "schema_version": "ATIF-v1.6",
+        "session_id": "s",
+        "agent": {"name": "a"},
+        "steps": [
+            {
+                "step_id": 1,
+                "source": "user",
+                "message": [{"type": "text", "text": "q"}, _ANTHROPIC_IMAGE],
+            },
+            {"step_id": 2, "source": "agent", "message": "a"},
+        ],
+    }
+    parts = [
+        {"role": "user", "parts": [{"type": "text", "content": "q"}, {"type": "blob", "content": "AA"}]}
+    ]
+    otel = _otlp(
+        _span(
+            1,
+            1,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(parts),
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": []}]),
+            },
+        )
+    )
+    return [
+        ("openai-chat", chat, "$.messages[0].content[1]"),
+        ("anthropic", anthropic, "$.messages[2].content[0].content[0]"),
+        ("atif", atif, "$.steps[0].message[1]"),
+        ("otel", otel, ".value.stringValue[0].parts[1]"),
+    ]
+
+
+@pytest.mark.parametrize(("fmt", "data", "where"), _attachment_runs(), ids=lambda v: str(v)[:12])
+def test_the_attachments_warning_names_where_the_first_one_sits(
+    tmp_path: Path, fmt: str, data: Any, where: str
+) -> None:
+    """Only openai-responses named the place; the others said only that images were not imported."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    message = _warning(load_any(path, fmt), "attachments-unresolved")
+    assert message.endswith(f"{where})") and "(text only; first at " in message
+
+
+def test_inspect_s_attachments_warning_names_where_the_first_one_sits() -> None:
+    image = {"type": "image", "image": "data:image/png;base64,AA"}
+    user = {"role": "user", "content": [{"type": "text", "text": "q"}, image]}
+    answer = {"role": "assistant", "content": "a"}
+    log = _inspect_log(
+        [{"event": "model", "model": "m", "input": [user], "output": {"choices": [{"message": answer}]}}]
+    )
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    assert _warning(t, "attachments-unresolved").endswith(
+        "(text only; first at $.samples[0].events[0].input[0].content[1])"
+    )
