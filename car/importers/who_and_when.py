@@ -161,7 +161,9 @@ class WhoAndWhen:
         else:
             at.fail(f"a step index from 0 to {n - 1} (a 0-based index into history)", value)
         if not 0 <= index < n:
-            at.fail(f"a step index from 0 to {n - 1} (history has {n} messages)", value)
+            at.fail(
+                f"a step index from 0 to {n - 1} (history has {n} message{'s' if n != 1 else ''})", value
+            )
         return index
 
     @staticmethod

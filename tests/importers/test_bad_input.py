@@ -81,7 +81,7 @@ CORPUS: list[tuple[str, str, str]] = [
     (
         "ww-history.json",
         json.dumps({"history": [{"role": "a", "content": "x"}], "mistake_step": "3"}),
-        "$.mistake_step: expected a step index from 0 to 0 (history has 1 messages), got the string",
+        "$.mistake_step: expected a step index from 0 to 0 (history has 1 message), got the string",
     ),
     (
         "ww-speaker.json",
