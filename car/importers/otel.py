@@ -53,7 +53,7 @@ from car.importers.genai_content import (
     to_message,
     tool_definitions,
 )
-from car.importers.otlp import Span, read_spans
+from car.importers.otlp import Span, Unplaced, read_spans
 from car.importers.thinking import (
     CHAT_REASONING,
     SeenReasoning,
@@ -97,12 +97,18 @@ class OtlpJson:
         )
 
     def convert(self, doc: Document) -> list[Trace]:
-        spans = read_spans(doc)
+        spans, unplaced = read_spans(doc)
         by_trace: dict[str, list[Span]] = {}
         for s in spans:
             by_trace.setdefault(s.trace_id, []).append(s)
+
+        def lost(trace_id: str) -> list[Unplaced]:
+            # A record of a trace the file does not hold may be any run's (or none's): every run
+            # names it beside its own.
+            return [u for u in unplaced if u.trace_id == trace_id or u.trace_id not in by_trace]
+
         # a trace that cannot be imported (every model call failed) is skipped, not the file
-        traces = Runs.each(by_trace.items(), lambda item: self._trace(doc, *item))
+        traces = Runs.each(by_trace.items(), lambda item: self._trace(doc, *item, lost(item[0])))
         if not traces.entries:
             doc.at.fail(
                 "model-call spans (gen_ai.operation.name = chat, openinference.span.kind = LLM, or "
@@ -111,7 +117,9 @@ class OtlpJson:
             )
         return traces
 
-    def _trace(self, doc: Document, trace_id: str, spans: list[Span]) -> Trace | None:
+    def _trace(
+        self, doc: Document, trace_id: str, spans: list[Span], unplaced: list[Unplaced]
+    ) -> Trace | None:
         spans.sort(key=lambda s: (s.start, s.order))
         by_id = {s.span_id: s for s in spans if s.span_id}
 
@@ -209,6 +217,14 @@ class OtlpJson:
             for call_id, content, error in st["obs"]:
                 if not b.observe(call_id, content, is_error=error):
                     b.observe_orphan(call_id or "?", content, is_error=error)
+        if unplaced:
+            kinds = ", ".join(sorted({u.name for u in unplaced}))
+            b.warn(
+                "orphan-log-record",
+                f"GenAI log records whose span is not in the file were not imported: "
+                f"{len(unplaced)} ({kinds}), the first at {unplaced[0].at.where()}; export a run's "
+                "spans and logs to the same file",
+            )
         if uncaptured:
             b.warn("content-not-captured", CAPTURE_HINT)
         fidelity: Literal["A", "B", "C"] = (

@@ -14,11 +14,11 @@ import binascii
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from car.importers.base import At, Document
 
-__all__ = ["Placed", "Span", "read_spans"]
+__all__ = ["Placed", "Span", "Unplaced", "read_spans"]
 
 LLM_OPS = ("chat", "text_completion", "generate_content", "completion")
 AGENT_OPS = ("invoke_agent", "create_agent")
@@ -188,10 +188,19 @@ def _nanos(value: Any, at: At) -> int:
     at.fail("a time in nanoseconds (a number or a decimal string)", value)
 
 
-def read_spans(doc: Document) -> list[Span]:
+class Unplaced(NamedTuple):
+    """A GenAI log record whose span the file does not hold: its event belongs to no imported call."""
+
+    trace_id: str
+    name: str
+    at: At  # the log record
+
+
+def read_spans(doc: Document) -> tuple[list[Span], list[Unplaced]]:
     """The spans of every export in the file. Log records of GenAI events (`gen_ai.*`: the official
     instrumentations export message content as log events, not span events) from `resourceLogs`
-    lines of the same file become events of the span they were emitted in, in time order."""
+    lines of the same file become events of the span they were emitted in, in time order; those
+    whose span is not in the file are returned apart, in file order, to be named."""
     at = doc.at
     requests: list[tuple[Any, At]]
     if isinstance(doc.data, list):
@@ -223,7 +232,10 @@ def read_spans(doc: Document) -> list[Span]:
             span.events.append((r.name, r.attrs, r.at))
     for s in spans:
         _operation_details(s)
-    return spans
+    unplaced = [
+        Unplaced(r.trace_id, r.name, r.record) for r in records if (r.trace_id, r.span_id) not in by_id
+    ]
+    return spans, unplaced
 
 
 @dataclass
@@ -235,6 +247,7 @@ class _LogEvent:
     name: str
     attrs: dict[str, Any]  # its attributes, and its body under "body"
     at: Placed
+    record: At  # the log record itself
 
 
 def _log_events(value: Any, at: At) -> list[_LogEvent]:
@@ -270,6 +283,7 @@ def _log_events(value: Any, at: At) -> list[_LogEvent]:
                         name=name,
                         attrs=attrs,
                         at=Placed(at.doc, (here / "attributes").loc, places, here / "attributes"),
+                        record=here,
                     )
                 )
     return out

@@ -572,6 +572,29 @@ def test_content_exported_as_log_events_beside_the_spans_is_read(tmp_path: Path)
     assert t.steps[1].action.text == "Snow."
 
 
+def test_log_events_whose_span_is_not_in_the_file_are_named(tmp_path: Path) -> None:
+    # They were dropped without a word: the content of a call whose span was exported elsewhere
+    # (or not at all), or of another trace, simply vanished.
+    span = _chat(1, None, None)
+    stray = _chat(3, None, None)  # a span the file does not hold
+    other = _chat(4, None, None, trace="fedcba9876543210fedcba9876543210")
+    records = [
+        _log(span, 2, "gen_ai.user.message", {"content": "q"}),
+        _log(span, 3, "gen_ai.choice", {"message": {"role": "assistant", "content": "a"}}),
+        _log(stray, 4, "gen_ai.choice", {"message": {"role": "assistant", "content": "b"}}),
+        _log(other, 5, "gen_ai.user.message", {"content": "c"}),
+    ]
+    f = tmp_path / "otel.jsonl"
+    f.write_text(f"{json.dumps(_otlp(span))}\n{json.dumps(_logs(*records))}\n")
+    (t,) = import_file(f)
+    assert t.steps[0].action.text == "a"
+    assert _warning(t, "orphan-log-record") == (
+        "GenAI log records whose span is not in the file were not imported: 2 (gen_ai.choice, "
+        "gen_ai.user.message), the first at line 2: $.resourceLogs[0].scopeLogs[0].logRecords[2]; "
+        "export a run's spans and logs to the same file"
+    )
+
+
 def test_content_in_an_operation_details_event_is_the_call_s(tmp_path: Path) -> None:
     span = _chat(1, None, None)
     details = _log(span, 2, "gen_ai.client.inference.operation.details", {})
