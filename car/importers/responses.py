@@ -1,7 +1,9 @@
 """OpenAI Responses API items (fidelity class B: the conversation only).
 
 A list of input/output items, or an object holding them: `{instructions?, input: str | [items],
-output?: [items], tools?, model?, ...}` (a request, a stored response, or both merged). Items:
+output?: [items], tools?, model?, ...}` (a request, a stored response, or both merged), or a list
+(or JSON Lines) of such objects, one run each (`Runs.listed`: one that cannot be imported is skipped
+in its place). Items:
 messages (`{type: "message"?, role, content: str | [{type: input_text|output_text, text}]}`),
 `function_call {call_id, name, arguments: <JSON string>}` (consecutive calls form one parallel step
 with the assistant text before them), `custom_tool_call {call_id, name, input: <text>}` (a custom
@@ -17,9 +19,11 @@ are not in the file, and a warning (`inputs-unresolved`) says so.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from car.importers import Runs
 from car.importers.base import At, Builder, Document, parse_arguments, sampling_from, text_of
 from car.importers.openai_chat import custom_input
 from car.importers.thinking import not_replayed, thinking_metadata
@@ -68,6 +72,15 @@ def _is_items(value: Any) -> bool:
         or (t["type"] == "message" and isinstance(t.get("content"), list))
         for t in typed
     )
+
+
+def _is_run(value: Any) -> bool:
+    """A request, a stored response, or both merged: `{input?, output?, ...}` holding items."""
+    if not isinstance(value, dict):
+        return False
+    if value.get("object") == "response" and isinstance(value.get("output"), list):
+        return True
+    return _is_items(value.get("input")) or _is_items(value.get("output"))
 
 
 def _history_missing(obj: dict[str, Any]) -> str | None:
@@ -126,16 +139,20 @@ class OpenAIResponses:
     def sniff(self, data: Any, path: str) -> bool:
         if _is_items(data):
             return True
-        if isinstance(data, dict):
-            if data.get("object") == "response" and isinstance(data.get("output"), list):
-                return True
-            return _is_items(data.get("input")) or _is_items(data.get("output"))
-        return False
+        if isinstance(data, list):  # a list (or JSON Lines) of requests or stored responses
+            return bool(data) and all(_is_run(r) for r in data[:20])
+        return _is_run(data)
 
     def convert(self, doc: Document) -> list[Trace]:
-        at = doc.at
+        data, at = doc.data, doc.at
+        stem = Path(doc.path).stem
+        if isinstance(data, list) and not _is_items(data):
+            records = at.arr(data, "a list of Responses requests or responses {input, output}")
+            return Runs.listed(records, at, stem, partial(self._one, doc))
+        return [self._one(doc, data, at, "$", stem)]
+
+    def _one(self, doc: Document, data: Any, at: At, locator: str, default_id: str) -> Trace:
         b = Builder(doc, self.name)
-        data = doc.data
         sampling = None
         if isinstance(data, list):
             parts = [(data, at)]
@@ -256,13 +273,10 @@ class OpenAIResponses:
             b.warn(
                 "thinking-not-replayed", not_replayed(seen, "reasoning item", "with encrypted_content")
             )
-        stem = Path(doc.path).stem
         rid = data.get("id") if isinstance(data, dict) else None
-        return [
-            b.build(
-                trace_id=rid if isinstance(rid, str) and rid else stem,
-                fidelity="B",
-                locator="$",
-                at=at,
-            )
-        ]
+        return b.build(
+            trace_id=rid if isinstance(rid, str) and rid else default_id,
+            fidelity="B",
+            locator=locator,
+            at=at,
+        )

@@ -1515,3 +1515,35 @@ def test_inspect_s_attachments_warning_names_where_the_first_one_sits() -> None:
     assert _warning(t, "attachments-unresolved").endswith(
         "(text only; first at $.samples[0].events[0].input[0].content[1])"
     )
+
+
+def test_responses_jsonl_of_stored_responses_holds_one_run_per_line(tmp_path: Path) -> None:
+    # A log of Responses API calls, one stored response (with its input) per line: it was refused as
+    # no known format.
+    def response(i: int) -> dict[str, Any]:
+        return {
+            "id": f"resp_{i}",
+            "object": "response",
+            "input": [{"role": "user", "content": f"weather in city {i}?"}],
+            "output": [
+                {"type": "function_call", "call_id": f"c{i}", "name": "weather", "arguments": "{}"},
+            ],
+        }
+
+    f = tmp_path / "responses.jsonl"
+    f.write_text("\n".join(json.dumps(response(i)) for i in range(3)) + "\n")
+    runs = import_file(f)
+    assert [t.id for t in runs] == ["resp_0", "resp_1", "resp_2"]
+    assert [t.steps[1].action.tool_calls[0].id for t in runs] == ["c0", "c1", "c2"]
+    assert runs[2].source is not None and runs[2].source.locator == "line 3: $"
+
+
+def test_a_responses_list_skips_the_run_that_cannot_be_imported_in_its_place(tmp_path: Path) -> None:
+    said = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}
+    good = {"input": "hi", "output": [said]}
+    bad = {"input": "hi", "output": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}
+    f = _write(tmp_path, "runs.json", [good, bad, good])
+    runs = import_file(f)
+    assert [t.id for t in runs] == ["runs-0", "runs-2"]
+    assert len(runs.skipped) == 1 and runs.skipped[0][0] == 1
+    assert "$[1].output[0].name" in str(runs.skipped[0][1])
