@@ -308,6 +308,12 @@ class Trace(_Model):
                         ("steps", step.index, "observations", j, "call_id"),
                         f"{obs.call_id!r} matches no tool call of this step",
                     )
+        if "sim" in self.metadata:
+            from car.sim import params_problem  # local: the scenarios import trace types
+
+            bad = params_problem(self.metadata["sim"])
+            if bad is not None:
+                raise PathError(("metadata", *bad[0]), bad[1])
         if self.replay is not None:
             from car.specs import check_builtin  # local: specs imports trace types
 

@@ -117,6 +117,19 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         _edit(_set(["replay", "env"], "mycompany:prod")),
         "$.replay.env: unknown built-in environment",
     ),
+    # The scenario's parameters are read by the sim: components (a trace's own, or --policy sim:NAME).
+    "sim-param-string": (
+        _edit(_set(["metadata", "sim", "params", "slip"], "x")),
+        "$.metadata.sim.params.slip: expected a finite number, got a string",
+    ),
+    "sim-param-unknown": (
+        _edit(_set(["metadata", "sim", "params", "colour"], 1)),
+        "$.metadata.sim.params.colour: scenario 'support-refund' has no parameter 'colour'",
+    ),
+    "sim-params-array": (
+        _edit(_set(["metadata", "sim", "params"], [0.5])),
+        "$.metadata.sim.params: expected an object of parameter values, got an array",
+    ),
     "context-wrong": (_edit(_set(["steps", 1, "context"], "suffix")), "$.steps[1].context:"),
     "message-bad-role": (
         _edit(_set(["steps", 1, "context"], [{"role": "robot", "content": "x"}])),

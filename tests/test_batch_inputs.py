@@ -231,6 +231,24 @@ def test_quiet_batch_still_prints_each_error(
     assert len(lines) == 1 and lines[0].startswith("car: error: d/broken.json")
 
 
+def test_a_trace_whose_scenario_parameters_are_bad_leaves_the_others_their_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """A `metadata.sim.params` value the scenario cannot read is that trace's input error; it
+    stopped the whole batch with a traceback when the sim: components were built."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    doc = json.loads(PIVOT.read_text())
+    doc["metadata"]["sim"]["params"]["p"] = "high"
+    (tmp_path / "d" / "b.json").write_text(json.dumps(doc))
+    code, out, err = _run(run_cli, ["blame", "d", *FAST, "--no-store", "--format", "jsonl"])
+    assert code == 2 and "Traceback" not in err
+    records = {r["trace"]: r for r in map(json.loads, out.splitlines())}
+    assert records["d/a.json"]["status"] == "ok"
+    assert records["d/b.json"]["status"] == "input-error"
+    assert "$.metadata.sim.params.p: expected a finite number, got a string" in err
+
+
 # -- prices of counters that do not exist ----------------------------------------------------
 def test_a_price_for_a_counter_no_backend_reports_is_named_before_any_work(
     run_cli: Callable[..., Result],

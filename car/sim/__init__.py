@@ -18,9 +18,11 @@ trace names the scenario in its default specs and its parameters in `metadata.si
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from car.errors import SpecError
+from car.jsonfile import kind_of
 from car.sim.base import Scenario, SimEnvironment, SimPolicy, SimScorer
 from car.sim.base import record as _record
 from car.sim.mdp import Corridor
@@ -29,13 +31,37 @@ from car.sim.scenarios import And, Or, Pivot, ResearchTeam, SupportRefund
 from car.sim.shared import LongAnd, ResearchTeamWorld
 from car.trace import Trace
 
-__all__ = ["SCENARIOS", "Scenario", "make", "record", "scenario_for"]
+__all__ = ["SCENARIOS", "Scenario", "make", "params_problem", "record", "scenario_for"]
 
 SCENARIOS: dict[str, type[Scenario]] = {
     s.name: s for s in (Pivot, And, Or, SupportRefund, ResearchTeam, LongAnd, ResearchTeamWorld)
 }
 SCENARIOS.update({s.name: s for s in PLANTED})
 SCENARIOS[Corridor.name] = Corridor
+
+
+def params_problem(meta: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """Why a trace's `metadata.sim` cannot parameterise the scenario it names (the JSON path below
+    `$.metadata` and what is wrong), or None. Checked when a trace loads, so `car validate` and
+    every `car blame` (one trace or a batch) refuse it in the same words, naming the file."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("scenario"), str):
+        return None
+    cls = SCENARIOS.get(meta["scenario"])
+    params = meta.get("params")
+    if cls is None or params is None:
+        return None
+    if not isinstance(params, dict):
+        return ("sim", "params"), f"expected an object of parameter values, got {kind_of(params)}"
+    for key, value in params.items():
+        if key not in cls.defaults:
+            known = ", ".join(cls.defaults) or "none"
+            return ("sim", "params", key), (
+                f"scenario {cls.name!r} has no parameter {key!r}; parameters: {known}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            got = value if isinstance(value, float) else kind_of(value)
+            return ("sim", "params", key), f"expected a finite number, got {got}"
+    return None
 
 
 def scenario_for(name: str, trace: Trace | None = None, **params: float) -> Scenario:
