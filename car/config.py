@@ -48,7 +48,9 @@ ENV_PREFIX = "CAR_"
 class Settings(BaseModel):
     """Every key `[tool.car]` may set. None means "not set here"."""
 
-    model_config = ConfigDict(extra="forbid")
+    # inf and nan are numbers to Python, TOML and float(): a temperature of inf would go to the
+    # server as `Infinity` (not JSON), a backoff of inf would wait forever.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     policy: str | None = None
     env: str | None = None

@@ -165,7 +165,8 @@ class Sampling(_Model):
     """Sampling parameters recorded for a decision (only what was recorded is ever sent)."""
 
     model: str | None = None
-    temperature: StrictFloat | None = Field(default=None, ge=0)
+    # Sent as recorded: a JSON body cannot hold inf (1e400 parses as inf).
+    temperature: StrictFloat | None = Field(default=None, ge=0, allow_inf_nan=False)
     top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
     seed: StrictInt | None = None
     max_tokens: StrictInt | None = Field(default=None, gt=0)

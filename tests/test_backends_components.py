@@ -193,6 +193,7 @@ def test_car_toml_is_found_from_a_subfolder(tmp_path: Path) -> None:
     [
         ("[tool.car]\nsample = 3\n", "unknown key 'sample'; did you mean 'samples'?"),
         ("[tool.car]\nsamples = 0\n", "samples: expected at least 1; got 0"),
+        ("[tool.car]\ntemperature = inf\n", "temperature: expected a finite number; got inf"),
         ("[tool.car]\nsamples = 'many'\n", "samples"),
         ("[tool.car\n", "invalid TOML"),
     ],
@@ -210,6 +211,10 @@ def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message
         ("CAR_SAMPLES", "lots", "expected an integer"),
         ("CAR_CONCURRENCY", "0", "expected at least 1"),
         ("CAR_Min_Effect", "2", "expected less than 1"),  # named as the user spelled it
+        # float() reads these: inf would be sent as `Infinity` or waited for
+        ("CAR_TEMPERATURE", "inf", "expected a finite number"),
+        ("CAR_BACKOFF_BASE", "inf", "expected a finite number"),
+        ("CAR_TIMEOUT", "nan", "expected a finite number"),
     ],
 )
 def test_bad_environment_value_names_the_variable(variable: str, value: str, message: str) -> None:

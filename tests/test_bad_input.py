@@ -104,6 +104,11 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         _edit(_set(["steps", 1, "sampling"], {"temperature": -1})),
         "$.steps[1].sampling.temperature:",
     ),
+    # 1e400 parses as inf: a recorded temperature is sent, and a JSON body cannot hold it.
+    "temperature-overflow": (
+        _edit(_set(["steps", 1, "sampling"], {"temperature": 0.125})).replace("0.125", "1e400"),
+        "$.steps[1].sampling.temperature: expected a finite number",
+    ),
     "bad-score": (_edit(_set(["outcome", "score"], 3)), "$.outcome.score:"),
     "code-in-replay": (
         _edit(_set(["replay", "scorer"], "evil.py@run")),
@@ -187,6 +192,7 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
         ("--top-p", "5", "--top-p must be at most 1, got 5.0"),
         ("--max-tokens", "0", "--max-tokens must be more than 0, got 0"),
         ("--temperature", "-1", "--temperature must be at least 0, got -1.0"),
+        ("--temperature", "inf", "--temperature must be a finite number, got inf"),
         ("--samples", "many", "Invalid value"),
         ("--format", "xml", "Invalid value"),
         ("--method", "nosuch", "Invalid value for '--method': 'nosuch' is not one of"),
