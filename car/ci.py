@@ -273,6 +273,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         raise InputError("--min-match-rate needs match draws: set --match-samples above 0")
     if req.executor not in ("local", "ray"):
         raise InputError(f"--executor must be 'local' or 'ray', got {req.executor!r}")
+    if req.address is not None and req.executor != "ray":
+        raise InputError(  # a cluster named for nothing: the batch would run here without a word
+            f"--address {req.address!r} names a Ray cluster, but the executor is local, so it "
+            "would be ignored; add --executor ray, or drop --address"
+        )
     check_caps(req.max_rollouts, req.max_policy_calls)
     check_outputs(req)
     for name in [n for n in req.options.prices if n not in USAGE_COUNTERS]:

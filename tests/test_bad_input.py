@@ -198,6 +198,7 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
         ("--method", "nosuch", "Invalid value for '--method': 'nosuch' is not one of"),
         ("--fail-on-blame", "nobody", "--fail-on-blame 'nobody': no trace in this run has an actor"),
         ("--price", "input_tokens=-1", "a price is a finite amount of 0 or more"),
+        ("--address", "ray://head:10001", "--address 'ray://head:10001' names a Ray cluster, but"),
         ("--bogus", "1", "No such option"),
     ],
 )
