@@ -62,9 +62,14 @@ def parse_reports(items: Sequence[str]) -> list[tuple[OutputFormat, Path]]:
         if not sep or not path:
             raise InputError(f"--report {item!r}: expected FORMAT=PATH, e.g. junit=car.xml ({valid})")
         try:
-            out.append((OutputFormat(fmt.strip()), Path(path)))
+            chosen = OutputFormat(fmt.strip())
         except ValueError:
             raise InputError(f"--report {item!r}: unknown format {fmt!r}; formats: {valid}") from None
+        if path == "-":  # not a file named "-"
+            raise InputError(
+                f"--report {item!r}: --report writes a file (for stdout: --format {chosen.value})"
+            )
+        out.append((chosen, Path(path)))
     return out
 
 

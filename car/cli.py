@@ -113,7 +113,9 @@ def _choices(names: type[StrEnum]) -> str:
 
 
 _FORMAT_OPTION = typer.Option("--format", help="Report format.", metavar=_choices(Format))
-_OUTPUT_OPTION = typer.Option("-o", "--output", help="Write the report here.", metavar="FILE")
+_OUTPUT_OPTION = typer.Option(
+    "-o", "--output", help="Write the report here (- or none: stdout).", metavar="FILE"
+)
 _STORE_OPTION = typer.Option(
     "--store", help="Rollout store file (default .car/store.sqlite).", metavar="FILE"
 )
@@ -392,6 +394,7 @@ def blame(
     from car.ci import BlameRequest, parse_prices, parse_reports, run_blame
     from car.gates import Gates
 
+    output = _dash_is_stdout(output)
     _check_html_destination(fmt, output)
     request = BlameRequest(
         paths=list(traces),
@@ -697,6 +700,7 @@ def report_cmd(
     from car.gates import final_exit_code
     from car.outputs import counts_line
 
+    output = _dash_is_stdout(output)
     _check_html_destination(fmt, output)
     check_rerender_output(source, output)
     text, results = rerender(source, fmt, trace=trace, pick=pick)
@@ -746,6 +750,11 @@ def _set_by_user(ctx: typer.Context, given: set[str]) -> dict[str, str]:
             name = "shapley_method" if param.name == "shapley" else param.name
             out[name] = f"{max(param.opts, key=len)} {ctx.params[param.name]}"
     return out
+
+
+def _dash_is_stdout(output: Path | None) -> Path | None:
+    # As in `car import -o -`: a file named "-" is never what was meant.
+    return None if output == Path("-") else output
 
 
 def _check_html_destination(fmt: Format, output: Path | None) -> None:

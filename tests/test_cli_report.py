@@ -179,6 +179,23 @@ def test_report_output_makes_missing_directories_and_refuses_a_directory(
     assert (code, out) == (2, "") and "it is a directory; name a file" in err
 
 
+def test_dash_output_is_stdout_not_a_file_named_dash(
+    saved: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-o -` is stdout, as for `car import`; `car blame` and `car report` wrote a file named '-'."""
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "blame", str(TRACE), *FAST, "--format", "json", "-o", "-")
+    assert code == 0 and json.loads(out)["trace_id"] == "support-refund-0"
+    code, out, _ = run(capsys, "report", str(saved), "--format", "markdown", "-o", "-")
+    assert code == 0 and out.startswith("#")
+    code, out, err = run(capsys, "blame", str(TRACE), *FAST, "--report", "json=-")
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        "car: error: --report 'json=-': --report writes a file (for stdout: --format json)"
+    )
+    assert not (tmp_path / "-").exists()
+
+
 def test_report_refuses_to_overwrite_its_source(
     analyses: Path, saved: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
