@@ -317,12 +317,22 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
 
     store = open_store(req.store_path, req.no_store, say)
     stream_stdout = req.fmt is OutputFormat.jsonl and req.output is None
-    stream_files: list[IO[str]] = []
+    stream_files: dict[Path, IO[str]] = {}
+    # A stream file that fails mid-run (a full disk) is dropped with its reason; the batch goes on
+    # and the whole JSONL is saved elsewhere at the end, as for any report that cannot be written.
+    stream_failed: dict[Path, str] = {}
+
+    def close_stream(path: Path) -> None:
+        try:
+            stream_files.pop(path).close()  # flushes: a full disk may say so only here
+        except OSError as exc:
+            stream_failed.setdefault(path, os_reason(exc))
+
     try:
         for fmt, path in outputs:
             if fmt is OutputFormat.jsonl and path is not None:
                 try:
-                    stream_files.append(path.open("w", encoding="utf-8"))
+                    stream_files[path] = path.open("w", encoding="utf-8")
                 except OSError as exc:
                     raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 
@@ -331,9 +341,13 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             if stream_stdout:
                 out.write(line)
                 out.flush()
-            for fh in stream_files:
-                fh.write(line)
-                fh.flush()
+            for path, fh in list(stream_files.items()):
+                try:
+                    fh.write(line)
+                    fh.flush()
+                except OSError as exc:
+                    stream_failed[path] = os_reason(exc)
+                    close_stream(path)
 
         show = req.progress and not req.quiet
         display: Any = None
@@ -362,13 +376,19 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         else:
             results = _execute(req, kwargs)
     finally:
-        for fh in stream_files:
-            fh.close()
+        for path in list(stream_files):
+            close_stream(path)
         if store is not None:
             store.close()
 
     write_failed = False
     for fmt, path in outputs:
+        if path is not None and path in stream_failed:
+            text = render_output(fmt, results, batch=batch)
+            reason = f"{path}: cannot write the report ({stream_failed[path]})"
+            print(f"car: error: {reason}; {_keep(text, path)}", file=sys.stderr)
+            write_failed = True
+            continue
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             continue  # already streamed
         if (

@@ -894,6 +894,46 @@ def test_a_report_that_cannot_be_written_after_the_work_is_kept_in_a_file_of_its
     assert saved.read_text().startswith("<!DOCTYPE html>")
 
 
+def test_a_streamed_report_that_fails_mid_run_loses_no_result(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --report jsonl file whose disk fills during the batch: the batch goes on, the other reports
+    are written and the whole JSONL is kept in a file of its own (the OSError was a traceback that
+    stopped the batch, and no report was written)."""
+    import io
+    import tempfile
+
+    (work / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(work / "tmp"))
+
+    class FullDisk(io.StringIO):
+        def flush(self) -> None:
+            raise OSError(28, "No space left on device")
+
+        def close(self) -> None:
+            io.StringIO.close(self)
+
+    path_open = Path.open
+
+    def open_(self: Path, *args: Any, **kwargs: Any) -> Any:
+        return FullDisk() if self.name == "r.jsonl" else path_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_)
+    traces = [PIVOT, str(TRACES / "or.json")]
+    argv = ["blame", *traces, *FAST, "--method", "contrastive", "--no-progress", "-q"]
+    code, _, err = run([*argv, "--report", "jsonl=r.jsonl", "--report", "markdown=r.md"], capsys)
+    assert code == 2
+    (saved,) = (work / "tmp").glob("car-report-*.jsonl")
+    assert err.splitlines() == [
+        f"car: error: r.jsonl: cannot write the report (No space left on device); "
+        f"saved it to {saved} instead"
+    ]
+    kept = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert sorted(r["trace_id"] for r in kept) == ["or-0", "pivot-0"]
+    assert all(r["status"] == "ok" for r in kept)
+    assert "pivot.json" in (work / "r.md").read_text()
+
+
 def test_a_trace_that_fails_returns_its_reservation(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
