@@ -216,6 +216,13 @@ def _keep(text: str, path: Path) -> str:
     return f"saved it to {name} instead"
 
 
+def _kept_from_stdout(text: str, fmt: OutputFormat, reason: str) -> None:
+    """Say that stdout refused the report, and where it was saved instead."""
+    suffix = {"table": "txt", "markdown": "md", "github": "md", "junit": "xml"}.get(fmt.value, fmt.value)
+    kept = _keep(text, Path(f"stdout.{suffix}"))
+    print(f"car: error: stdout: cannot write the report ({reason}); {kept}", file=sys.stderr)
+
+
 def _unreported_prices(prices: Mapping[str, float], results: Sequence[TraceResult]) -> str | None:
     """A priced counter that no component reported (a typo, or a policy that counts nothing)."""
     reported = sorted({name for r in results for name in r.usage})
@@ -321,6 +328,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     # A stream file that fails mid-run (a full disk) is dropped with its reason; the batch goes on
     # and the whole JSONL is saved elsewhere at the end, as for any report that cannot be written.
     stream_failed: dict[Path, str] = {}
+    stdout_failed: list[str] = []  # the same for stdout (a full disk, a closed pipe)
 
     def close_stream(path: Path) -> None:
         try:
@@ -338,9 +346,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
 
         def on_result(result: TraceResult) -> None:
             line = jsonl_line(result)
-            if stream_stdout:
-                out.write(line)
-                out.flush()
+            if stream_stdout and not stdout_failed:
+                try:
+                    out.write(line)
+                    out.flush()
+                except OSError as exc:
+                    stdout_failed.append(os_reason(exc))
             for path, fh in list(stream_files.items()):
                 try:
                     fh.write(line)
@@ -389,6 +400,10 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             print(f"car: error: {reason}; {_keep(text, path)}", file=sys.stderr)
             write_failed = True
             continue
+        if path is None and stdout_failed and fmt is OutputFormat.jsonl:
+            _kept_from_stdout(render_output(fmt, results, batch=batch), fmt, stdout_failed[0])
+            write_failed = True
+            continue
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             continue  # already streamed
         if (
@@ -401,7 +416,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             continue
         text = render_output(fmt, results, batch=batch)
         if path is None:
-            out.write(text)
+            try:
+                out.write(text)
+                out.flush()
+            except OSError as exc:
+                _kept_from_stdout(text, fmt, os_reason(exc))
+                write_failed = True
             continue
         try:
             write_report(path, text)

@@ -934,6 +934,40 @@ def test_a_streamed_report_that_fails_mid_run_loses_no_result(
     assert "pivot.json" in (work / "r.md").read_text()
 
 
+@pytest.mark.parametrize(("fmt", "suffix"), [("jsonl", "jsonl"), ("json", "json"), ("markdown", "md")])
+def test_reports_that_stdout_refuses_are_kept_in_a_file(
+    work: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+    suffix: str,
+) -> None:
+    """stdout on a full disk: one error line and the report saved elsewhere, exit 2 (it was a
+    traceback, and a streamed batch stopped at its first record)."""
+    import io
+    import sys
+    import tempfile
+
+    (work / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(work / "tmp"))
+
+    class FullDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    traces = [PIVOT, str(TRACES / "or.json")]
+    argv = ["blame", *traces, *FAST, "--method", "contrastive", "--no-progress", "-q", "--format", fmt]
+    monkeypatch.setattr(sys, "stdout", FullDisk())
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    (saved,) = (work / "tmp").glob(f"car-report-*.{suffix}")
+    assert err.splitlines() == [
+        f"car: error: stdout: cannot write the report (No space left on device); "
+        f"saved it to {saved} instead"
+    ]
+    assert "or.json" in saved.read_text() and "pivot.json" in saved.read_text()
+
+
 def test_a_trace_that_fails_returns_its_reservation(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
