@@ -53,6 +53,7 @@ async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> 
             if asyncio.iscoroutine(job):
                 job.close()  # a no-op once it ran; a job cancelled before its turn never starts
 
+    jobs = list(jobs)
     tasks = [asyncio.ensure_future(one(j)) for j in jobs]
     try:
         return list(await asyncio.gather(*tasks))
@@ -60,6 +61,11 @@ async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> 
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A task cancelled before its first step never enters `one`, so its job is closed here
+        # (else Python warns, on Ctrl-C, that a coroutine was never awaited).
+        for job in jobs:
+            if asyncio.iscoroutine(job):
+                job.close()
         raise
 
 

@@ -417,6 +417,27 @@ def test_gather_all_leaves_no_job_running_after_a_failure(limit: int | None) -> 
     assert finished == []
 
 
+def test_gather_all_cancelled_before_its_jobs_start_closes_them() -> None:
+    """Ctrl-C as a batch of jobs was being started: each job is closed, not left for Python to warn
+    about ("coroutine ... was never awaited", printed under `car: interrupted`)."""
+    import inspect
+
+    async def job() -> None:
+        await asyncio.sleep(1)
+
+    jobs = [job(), job()]
+
+    async def go() -> None:
+        task = asyncio.ensure_future(gather_all(jobs))
+        await asyncio.sleep(0)  # gather_all has made its tasks; none has started
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert [inspect.getcoroutinestate(j) for j in jobs] == ["CORO_CLOSED", "CORO_CLOSED"]
+
+
 def test_a_turn_off_the_record_decides_with_its_actors_recorded_sampling() -> None:
     """A rollout whose turns shift position (or run past the recorded end) still decides with the
     actor's recorded settings, the latest before that position: it decided with none, so a model
