@@ -34,6 +34,13 @@ class NativeTrace:
     def convert(self, doc: Document) -> list[Trace]:
         if doc.kind != "json":
             raise InputError(f"{doc.path}: {doc.problem or 'not a JSON document'}")
+        if isinstance(doc.data, dict) and "version" not in doc.data:
+            # Only `--from car` brings such a file here: parse_trace's hint (`car import`) would
+            # send the user to a command that refuses it alike.
+            raise InputError(
+                f"{doc.path}: $.version: missing; expected {TRACE_VERSION!r} (--from car reads "
+                "car's own traces; without --from, car sniffs which format this is)"
+            )
         return [parse_trace(doc.data, source=doc.path)]
 
 

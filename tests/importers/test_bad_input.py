@@ -524,6 +524,18 @@ def test_unknown_format_name_lists_the_known_ones(
     assert "unknown format 'openai'" in err and "openai-chat" in err
 
 
+def test_from_car_on_a_foreign_file_does_not_send_the_user_to_car_import(
+    fixtures: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--from car` forces car's own format: the hint was "foreign formats go through `car
+    import`", which `car import --from car` refuses alike."""
+    for command in ("import", "validate"):
+        assert run([command, str(fixtures / "tau2.json"), "--from", "car"]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert "$.version: missing; expected 'car.trace/v1'" in line
+        assert "car import" not in line and "without --from, car sniffs which format" in line
+
+
 def test_validate_dir_reports_each_file_and_fails_only_for_bad_ones(
     tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
