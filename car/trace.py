@@ -409,17 +409,24 @@ def parse_trace(data: Any, *, source: str = "<trace>") -> Trace:
 
 def _check_writable(trace: Trace, source: str) -> None:
     """Refuse a free-form value (arguments, metadata, a reasoning block) nested deeper than pydantic
-    can serialize: it validates, but car could not write the trace (`car import` refuses it), so
-    `car validate` must not call it ok."""
+    can serialize, or text holding a lone UTF-16 surrogate (a valid JSON escape that UTF-8 cannot
+    encode): it validates, but car could not hash, store or write the trace (`car blame` stopped
+    as if its backend had failed, `car import` refuses it), so `car validate` must not call it ok."""
     try:
         trace.model_dump_json()  # in Rust: a small cost beside validation
     except ValueError:
-        # importers share the depth walk; imported here, as only this rare failure needs it
-        from car.importers.base import MAX_NESTING, nested_too_deep
+        # importers share the walks; imported here, as only this rare failure needs them
+        from car.importers.base import MAX_NESTING, lone_surrogate_at, nested_too_deep
 
         deep = nested_too_deep(trace)
         if deep is None:
-            return  # not a depth problem (a lone surrogate): `car import` names what that is
+            place = lone_surrogate_at(trace)
+            if place is None:
+                return
+            raise InputError(
+                f"{source}: {place}: holds a lone UTF-16 surrogate (half of a character, such as "
+                "an emoji cut in two), which UTF-8 cannot encode; replace it (with U+FFFD, say)"
+            ) from None
         raise InputError(
             f"{source}: {deep[0]}: expected a value nested at most {MAX_NESTING} levels deep, got "
             f"one nested {deep[1]} levels deep, which car cannot write; flatten it"

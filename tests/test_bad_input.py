@@ -109,6 +109,11 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         _edit(_set(["steps", 1, "sampling"], {"temperature": 0.125})).replace("0.125", "1e400"),
         "$.steps[1].sampling.temperature: expected a finite number",
     ),
+    # A valid JSON escape that UTF-8 cannot encode: car could not hash, store or write the trace.
+    "lone-surrogate": (
+        _edit(_set(["steps", 1, "action", "text"], "cut \ud83d")),
+        "$.steps[1].action.text: holds a lone UTF-16 surrogate",
+    ),
     "bad-score": (_edit(_set(["outcome", "score"], 3)), "$.outcome.score:"),
     "code-in-replay": (
         _edit(_set(["replay", "scorer"], "evil.py@run")),

@@ -40,6 +40,7 @@ __all__ = [
     "Builder",
     "Document",
     "Importer",
+    "lone_surrogate_at",
     "nested_too_deep",
     "parse_any_arguments",
     "parse_arguments",
@@ -611,6 +612,13 @@ class Builder:
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate_at(trace: Trace) -> str | None:
+    """The JSON path of the first text value in `trace` holding a lone UTF-16 surrogate, or None."""
+    places: list[tuple[str | int, ...]] = []
+    _replace_surrogates(trace.model_dump(by_alias=True, exclude_defaults=True), (), places)
+    return json_path(places[0]) if places else None
 
 
 def _replace_surrogates(value: Any, loc: tuple[str | int, ...], places: list[Any]) -> Any:
