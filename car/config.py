@@ -52,9 +52,10 @@ class Settings(BaseModel):
     # server as `Infinity` (not JSON), a backoff of inf would wait forever.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    policy: str | None = None
-    env: str | None = None
-    scorer: str | None = None
+    # An empty value is a mistake, named where it was set (as `--policy ''` is refused).
+    policy: str | None = Field(default=None, min_length=1)
+    env: str | None = Field(default=None, min_length=1)
+    scorer: str | None = Field(default=None, min_length=1)
     samples: int | None = Field(default=None, ge=1)
     match_samples: int | None = Field(default=None, ge=0)
     seed: int | None = None
@@ -62,7 +63,7 @@ class Settings(BaseModel):
     level: float | None = Field(default=None, ge=0.5, lt=1)
     min_effect: float | None = Field(default=None, ge=0, lt=1)
     base_url: str | None = None
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(default=None, min_length=1)
     timeout: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1)
     max_concurrency: int | None = Field(default=None, ge=1)

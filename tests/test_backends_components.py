@@ -194,6 +194,7 @@ def test_car_toml_is_found_from_a_subfolder(tmp_path: Path) -> None:
         ("[tool.car]\nsample = 3\n", "unknown key 'sample'; did you mean 'samples'?"),
         ("[tool.car]\nsamples = 0\n", "samples: expected at least 1; got 0"),
         ("[tool.car]\ntemperature = inf\n", "temperature: expected a finite number; got inf"),
+        ("[tool.car]\nscorer = ''\n", "scorer: expected a non-empty string; got ''"),
         ("[tool.car]\nsamples = 'many'\n", "samples"),
         ("[tool.car\n", "invalid TOML"),
     ],
@@ -215,6 +216,9 @@ def test_bad_configuration_is_one_clear_error(tmp_path: Path, text: str, message
         ("CAR_TEMPERATURE", "inf", "expected a finite number"),
         ("CAR_BACKOFF_BASE", "inf", "expected a finite number"),
         ("CAR_TIMEOUT", "nan", "expected a finite number"),
+        # the spec's own check said "empty policy spec", naming neither variable nor file
+        ("CAR_POLICY", "", "expected a non-empty string"),
+        ("CAR_API_KEY_ENV", "", "expected a non-empty string"),
     ],
 )
 def test_bad_environment_value_names_the_variable(variable: str, value: str, message: str) -> None:
