@@ -8,6 +8,7 @@ pydantic `ValidationError` into "file: $.json.path: what was expected; got what"
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "read_bytes",
     "read_json",
     "reject_constant",
+    "shown_json",
 ]
 
 
@@ -48,11 +50,25 @@ class PathError(ValueError):
         self.msg = msg
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def json_path(loc: Sequence[str | int]) -> str:
     out = "$"
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        out += f"[{part}]" if isinstance(part, int) else f".{_escaped(part)}"
     return out
+
+
+def shown_json(value: Any) -> str:
+    """`value` as JSON for a message: readable (not ASCII-escaped), except a lone UTF-16 surrogate,
+    which stays an escape: UTF-8 cannot encode it, and a message holding one could not be printed
+    (`car validate DIR`'s table, a batch's JSONL record)."""
+    return _escaped(json.dumps(value, ensure_ascii=False))
+
+
+def _escaped(text: str) -> str:
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def kind_of(value: Any) -> str:
@@ -185,7 +201,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
         elif isinstance(got, dict | list):
             shown = kind_of(got)
         else:
-            shown = json.dumps(got, ensure_ascii=False)[:60]
+            shown = shown_json(got)[:60]
         msg = f"{msg}; got {shown}"
     # A failure at a location above this one is another member of the same union failing, not a
     # problem of its own.

@@ -249,6 +249,32 @@ def test_a_trace_whose_scenario_parameters_are_bad_leaves_the_others_their_resul
     assert "$.metadata.sim.params.p: expected a finite number, got a string" in err
 
 
+@pytest.mark.parametrize("command", ["validate", "blame"])
+def test_an_error_quoting_a_lone_surrogate_can_be_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result], command: str
+) -> None:
+    """An error that quotes the input (a value, a key) holding a lone UTF-16 surrogate: the table on
+    stdout (and a JSONL record) holds its escape, as the file did; printing the character itself
+    raised UnicodeEncodeError, a traceback that lost every other file's row."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    doc = PIVOT.read_text()
+    (tmp_path / "d" / "b.json").write_text(doc.replace('"pivot-0"', '"cut \\udfff"'))
+    (tmp_path / "d" / "c.json").write_text(doc.replace('"task"', '"t\\ud800sk"'))
+    (tmp_path / "d" / "e.json").write_text(doc.replace('"p": 0.3', '"p\\udc00": 0.3'))  # in a path
+    extra = [*FAST, "--no-store", "--format", "jsonl"] if command == "blame" else []
+    code, out, err = _run(run_cli, [command, "d", *extra])
+    assert code == 2 and "Traceback" not in err
+    if command == "blame":
+        records = [json.loads(line) for line in out.splitlines()]
+        status = {r["trace"]: r["status"] for r in records}
+        bad = {f"d/{name}.json": "input-error" for name in "bce"}
+        assert status == {"d/a.json": "ok", **bad}
+        out = " ".join(r["error"] for r in records if r["error"])
+    assert "cut \\udfff" in out and "t\\ud800sk" in out  # escapes, as in the files
+    assert "$.metadata.sim.params.p\\udc00" in out
+
+
 # -- prices of counters that do not exist ----------------------------------------------------
 def test_a_price_for_a_counter_no_backend_reports_is_named_before_any_work(
     run_cli: Callable[..., Result],

@@ -18,7 +18,7 @@ from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from car.errors import InputError
-from car.jsonfile import json_path, read_bytes, reject_constant
+from car.jsonfile import json_path, read_bytes, reject_constant, shown_json
 from car.trace import (
     Action,
     Actor,
@@ -140,7 +140,7 @@ def describe(value: Any) -> str:
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
-        shown = json.dumps(value, ensure_ascii=False)
+        shown = shown_json(value)
         return f"the string {shown[:40] + '…' if len(shown) > 40 else shown}"
     if isinstance(value, list):
         return "an array"
