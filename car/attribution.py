@@ -31,6 +31,7 @@ from car.estimators.contrastive import (
 )
 from car.fallback import NEVER_RATE, NEVER_REPRODUCES, Method, precheck, shapley_into_report
 from car.importers import load_any
+from car.jsonfile import utf8_text
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, describe_error, gather_all
 from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many
@@ -588,7 +589,7 @@ def _report(
     report = Report(
         car_version=__version__,
         trace_id=trace.id,
-        trace_path=path,
+        trace_path=utf8_text(path) if path else path,
         trace_hash=trace.content_hash(),
         fidelity=trace.fidelity.class_ if trace.fidelity is not None else None,
         labelled=_labelled(trace),

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from car.arguments import check_arguments
 from car.errors import CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
+from car.jsonfile import utf8_text
 from car.report import Report, listed, many
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
@@ -304,6 +305,12 @@ class TraceResult:
         name = self.path or self.trace_id or "?"
         return f"{name} [{self.analysis}]" if self.analysis else name
 
+    def __post_init__(self) -> None:
+        # A file name that is not UTF-8 could not be written to a report, a record or the store.
+        self.path = utf8_text(self.path)
+        if self.error is not None:
+            self.error = utf8_text(self.error)
+
     def to_record(self) -> dict[str, Any]:
         """The JSONL record (`car.record/v1`)."""
         return {
@@ -580,7 +587,7 @@ async def attribute_one(
         report = await attribute(
             trace, **kwargs, concurrency=max(1, runner.concurrency), progress=tick, runner=runner
         )
-        report.trace_path = path or None
+        report.trace_path = utf8_text(path) if path else None
         judged, error = report_status(report, label)
         result = TraceResult(path, trace.id, judged, report, error=error)
         result.gates = options.gates.check(report)

@@ -30,6 +30,7 @@ __all__ = [
     "read_json",
     "reject_constant",
     "shown_json",
+    "utf8_text",
 ]
 
 
@@ -69,6 +70,22 @@ def shown_json(value: Any) -> str:
 
 def _escaped(text: str) -> str:
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def utf8_text(text: str) -> str:
+    """`text` (a path, or a message naming one) as text UTF-8 can encode: a byte of a file name that
+    is not UTF-8, which Python keeps as a surrogate (U+DC80-U+DCFF), is shown as `\\xff`; any other
+    lone surrogate as its `\\uXXXX` escape. Reports, records and the store hold only such text."""
+    if not _LONE_SURROGATE.search(text):
+        return text
+    return _LONE_SURROGATE.sub(
+        lambda m: (
+            f"\\x{ord(m.group()) - 0xDC00:02x}"
+            if 0xDC80 <= ord(m.group()) <= 0xDCFF
+            else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
 
 
 def kind_of(value: Any) -> str:

@@ -275,6 +275,31 @@ def test_an_error_quoting_a_lone_surrogate_can_be_printed(
     assert "$.metadata.sim.params.p\\udc00" in out
 
 
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """A trace named with a byte that is not UTF-8: the report, the JSONL record and the store
+    show the byte as an escape. Writing the name itself raised UnicodeEncodeError (storing the
+    report, writing -o or --report), a traceback that lost the whole batch."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    try:
+        shutil.copy(PIVOT, tmp_path / "d" / os.fsdecode(b"b\xff.json"))
+    except (OSError, UnicodeError):
+        pytest.skip("this file system takes only UTF-8 names")
+    argv = ["blame", "d", *FAST, "--method", "contrastive", "-q"]
+    code, _, err = _run(run_cli, [*argv, "--report", "jsonl=r.jsonl", "--report", "markdown=r.md"])
+    assert (code, err) == (0, "")
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert sorted(r["trace"] for r in records) == ["d/a.json", "d/b\\xff.json"]
+    assert "xff.json" in (tmp_path / "r.md").read_text()  # Markdown escapes the backslash
+    code, out, _ = _run(run_cli, ["report", ".car/store.sqlite", "--format", "jsonl"])
+    assert code == 0 and sorted(json.loads(line)["trace"] for line in out.splitlines()) == [
+        "d/a.json",
+        "d/b\\xff.json",
+    ]
+
+
 # -- prices of counters that do not exist ----------------------------------------------------
 def test_a_price_for_a_counter_no_backend_reports_is_named_before_any_work(
     run_cli: Callable[..., Result],
