@@ -475,6 +475,7 @@ def validate(
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
     """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
+    from car.jsonfile import utf8_text
     from car.tracefiles import is_folder
 
     if is_folder(trace):
@@ -498,10 +499,11 @@ def validate(
             refused = True
             continue
         actors = sorted({s.actor for s in t.steps})
+        name = utf8_text(str(trace))  # stdout may not take a file name byte that is not UTF-8
         where = (
-            f"{trace}"
+            name
             if t.source is None or t.source.locator in (None, "$")
-            else f"{trace} ({t.source.locator})"
+            else f"{name} ({t.source.locator})"
         )
         origin = ""
         if t.source is not None and t.fidelity is not None:

@@ -18,6 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from car.jsonfile import utf8_text
 from car.report import Estimate, Report, label_line, many, samples_per_step
 
 __all__ = [
@@ -38,8 +39,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2
 
 
 def literal(text: str) -> Text:
-    """Trace text as an inert rich Text: no markup, no escape codes, one line."""
-    cleaned = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\n", " "))
+    """Trace text as an inert rich Text: no markup, no escape codes, one line, and text UTF-8 can
+    encode (a file name byte that is not UTF-8 is shown escaped)."""
+    cleaned = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", utf8_text(text).replace("\n", " "))
     return Text(cleaned.replace("\t", " "))
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from car.errors import InputError
-from car.jsonfile import json_path, read_bytes, reject_constant, shown_json
+from car.jsonfile import json_path, read_bytes, reject_constant, shown_json, utf8_text
 from car.trace import (
     Action,
     Actor,
@@ -84,7 +84,7 @@ class Document:
         return At(self, ())
 
     def source(self, fmt: str, locator: str | None) -> Source:
-        return Source(format=fmt, path=self.path, locator=locator, content_hash=self.sha256)
+        return Source(format=fmt, path=utf8_text(self.path), locator=locator, content_hash=self.sha256)
 
 
 def read_document(path: str | Path) -> Document:
@@ -559,7 +559,8 @@ class Builder:
         ]
         try:
             trace = Trace(
-                id=trace_id or "trace",
+                # importers name runs after their file: a name that is not UTF-8 is shown escaped
+                id=utf8_text(trace_id) if trace_id else "trace",
                 task=task,
                 actors=tuple(Actor.model_validate(a) for a in self._actors.values()),
                 steps=tuple(steps),

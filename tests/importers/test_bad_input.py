@@ -536,6 +536,27 @@ def test_from_car_on_a_foreign_file_does_not_send_the_user_to_car_import(
         assert "car import" not in line and "without --from, car sniffs which format" in line
 
 
+@pytest.mark.parametrize("name", ["openai_chat.json", "tau_bench.json"])
+def test_a_foreign_file_whose_name_is_not_utf8_imports(
+    fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """Importers name a run after its file: a name byte that is not UTF-8 made the trace id invalid,
+    and a good log was refused with pydantic's own words. The byte is shown escaped instead."""
+    import os
+    import shutil
+
+    src = tmp_path / os.fsdecode(b"run\xfe" + name.encode()[-5:])
+    try:
+        shutil.copy(fixtures / name, src)
+    except (OSError, UnicodeError):
+        pytest.skip("this file system takes only UTF-8 names")
+    assert run(["validate", str(src)]) == 0
+    assert run(["import", str(src), "-o", f"{tmp_path}/out/"]) == 0
+    written = sorted((tmp_path / "out").iterdir())
+    assert written and all("\\xfe" in json.loads(p.read_text())["id"] for p in written)
+    capsys.readouterr()
+
+
 def test_validate_dir_reports_each_file_and_fails_only_for_bad_ones(
     tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
