@@ -648,11 +648,17 @@ def locate_trace(
     The recorded path is tried as written, then relative to `near` (the folder of a saved report).
     Returns (trace, None), or (None, why it is missing) so the page can say so.
     """
-    from car.importers import load_any  # a trace in any format car imports, as `car blame` read it
+    from car.importers import import_file  # any format car imports, as `car blame` read it
+
+    def the_run(path: Path) -> Trace | None:
+        # A file of several runs (`car blame FILE --item N`) holds the report's run among others:
+        # it is the one with the report's hash (`car report` has no --item to pick it with).
+        runs = import_file(path)
+        return next((t for t in runs if t.content_hash() == report.trace_hash), None)
 
     if given is not None:
-        trace = load_any(given)  # named explicitly: a bad file is an input error, not an omission
-        if trace.content_hash() != report.trace_hash:
+        trace = the_run(given)  # named explicitly: a bad file is an input error, not an omission
+        if trace is None:
             raise InputError(
                 f"{given}: this trace is not the one the report was computed from (hash differs)"
             )
@@ -665,12 +671,12 @@ def locate_trace(
     for candidate in candidates:
         if candidate.is_file():
             try:
-                trace = load_any(candidate)
+                found = the_run(candidate)
             except CarError as exc:
                 return None, f"the recorded trace is not readable ({exc})"
-            if trace.content_hash() != report.trace_hash:
+            if found is None:
                 return None, f"{candidate} has changed since the report was computed (hash differs)"
-            return trace, None
+            return found, None
     return None, f"the recorded trace {report.trace_path} was not found (pass --trace)"
 
 

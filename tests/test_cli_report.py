@@ -196,6 +196,38 @@ def test_dash_output_is_stdout_not_a_file_named_dash(
     assert not (tmp_path / "-").exists()
 
 
+def test_the_timeline_of_a_run_picked_from_a_file_of_several_is_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`car blame FILE --item 1`: the HTML page (from car blame or car report, with or without
+    --trace) finds the run by the report's hash. It dropped the timeline, or refused --trace, saying
+    'pick one with --item N', which car report does not take."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "tests" / "fixtures" / "importers" / "tau_bench.json", "runs.json")
+    Path("fixed.py").write_text(
+        "from car import Action\n\n"
+        "class Fixed:\n"
+        "    spec = 'fixed'\n\n"
+        "    async def act(self, decision, key):\n"
+        "        return Action(text='done')\n\n\n"
+        "def fixed(trace):\n"
+        "    return Fixed()\n"
+    )
+    args = ["runs.json", "--item", "1", "--policy", "fixed.py@fixed", "--env", "recorded"]
+    args += ["--scorer", "regex:.", *FAST, "--method", "contrastive", "--no-store"]
+    code, _, err = run(capsys, "blame", *args, "--format", "json", "-o", "r.json")
+    assert code == 0, err
+    pages = [
+        ("blame", *args, "--format", "html", "-o", "b.html"),
+        ("report", "r.json", "--format", "html", "-o", "r.html"),
+        ("report", "r.json", "--trace", "runs.json", "--format", "html", "-o", "t.html"),
+    ]
+    for argv in pages:
+        code, _, err = run(capsys, *argv)
+        assert code == 0 and "note" not in err and "--item" not in err, err
+        assert "timeline" in Path(argv[-1]).read_text()
+
+
 def test_report_refuses_to_overwrite_its_source(
     analyses: Path, saved: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
