@@ -136,6 +136,15 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         _edit(_set(["metadata", "sim", "params", "colour"], 1)),
         "$.metadata.sim.params.colour: scenario 'support-refund' has no parameter 'colour'",
     ),
+    # In range too: a negative slip runs, and answers no question the scenario states.
+    "sim-param-out-of-range": (
+        _edit(_set(["metadata", "sim", "params", "slip"], -5)),
+        "$.metadata.sim.params.slip: expected a probability in [0, 1], got -5",
+    ),
+    "sim-param-probability-above-one": (
+        _edit(_set(["metadata", "sim", "params", "refund_injected"], 1.7)),
+        "$.metadata.sim.params.refund_injected: expected a probability in [0, 1], got 1.7",
+    ),
     "sim-params-array": (
         _edit(_set(["metadata", "sim", "params"], [0.5])),
         "$.metadata.sim.params: expected an object of parameter values, got an array",

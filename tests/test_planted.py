@@ -189,3 +189,46 @@ def test_corridor_dynamic_programme() -> None:
     )
     assert t.fail[k] == pytest.approx(direct)
     assert len({s.action.tool_calls[0].arguments["direction"] for s in record("corridor").steps}) >= 2
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_parameter_has_a_range_its_default_keeps(name: str) -> None:
+    cls = SCENARIOS[name]
+    assert set(cls.ranges_for(dict(cls.defaults))) == set(cls.defaults)
+    assert cls.range_problem({}) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "where", "expected"),
+    [
+        ("corridor", {"slip": -5}, ("slip",), "expected a probability in [0, 1], got -5"),
+        ("corridor", {"length": 5, "start": 4}, ("start",), "expected a cell in [1, 3], got 4"),
+        ("corridor", {"horizon": 2.5}, ("horizon",), "expected a whole number >= 1, got 2.5"),
+        ("planted-pivot", {"p": 1.7}, ("p",), "expected a probability in [0, 1], got 1.7"),
+        ("cascade", {"need": 0}, ("need",), "expected a whole number in [1, 6], got 0"),
+        ("cascade", {"gain": -0.1}, ("gain",), "expected a number >= 0, got -0.1"),
+        ("long", {"n": 6}, ("n",), "expected a whole number >= 8, got 6"),
+        ("long-and", {"steps": 12, "a": 3, "b": 3}, ("b",), "a step index after a in [4, 10]"),
+        # A parameter left at its default that no longer fits is named by the object.
+        ("long-and", {"steps": 5}, (), "parameter 'a' is not given and its default 3"),
+    ],
+)
+def test_out_of_range_parameters_are_refused_when_the_trace_loads(
+    name: str, params: dict[str, float], where: tuple[str, ...], expected: str
+) -> None:
+    from car.sim import params_problem
+
+    problem = params_problem({"scenario": name, "params": params})
+    assert problem is not None
+    assert problem[0] == ("sim", "params", *where)
+    assert expected in problem[1]
+    with pytest.raises(car.errors.SpecError, match="parameter"):
+        record(name, **params)
+
+
+def test_bundled_traces_keep_loading() -> None:
+    from car.trace import load_trace
+    from tests.conftest import TRACES
+
+    for path in sorted(TRACES.glob("*.json")):
+        load_trace(path)

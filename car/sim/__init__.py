@@ -61,6 +61,10 @@ def params_problem(meta: Any) -> tuple[tuple[str | int, ...], str] | None:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             got = value if isinstance(value, float) else kind_of(value)
             return ("sim", "params", key), f"expected a finite number, got {got}"
+    out_of_range = cls.range_problem(params)
+    if out_of_range is not None:
+        key, problem = out_of_range
+        return ("sim", "params", *((key,) if key in params else ())), problem
     return None
 
 
@@ -84,6 +88,9 @@ def scenario_for(name: str, trace: Trace | None = None, **params: float) -> Scen
             f"scenario {name!r} has no parameter {sorted(unknown)[0]!r}; "
             f"parameters: {', '.join(cls.defaults)}"
         )
+    out_of_range = cls.range_problem(merged)
+    if out_of_range is not None:
+        raise SpecError(f"scenario {name!r}, parameter {out_of_range[0]!r}: {out_of_range[1]}")
     return cls(params=merged)
 
 

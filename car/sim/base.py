@@ -11,6 +11,7 @@ make the same choice at a step whenever their probabilities agree (common random
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -19,7 +20,35 @@ from car.protocols import Decision, EnvStep, Trajectory, Turn
 from car.rng import EventKey
 from car.trace import Action, Actor, Observation, Outcome, ReplaySpecs, Step, ToolCall, Trace
 
-__all__ = ["Scenario", "SimEnvironment", "SimPolicy", "SimScorer", "call", "say"]
+__all__ = ["PROBABILITY", "Range", "Scenario", "SimEnvironment", "SimPolicy", "SimScorer", "call", "say"]
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a scenario parameter can take: `low` to `high` (both included), whole numbers
+    when `whole` (a count, a step index, a cell)."""
+
+    low: float
+    high: float = math.inf
+    whole: bool = False
+    what: str = ""  # how the message names the value ("a probability"); else by its kind
+
+    def holds(self, value: float) -> bool:
+        return self.low <= value <= self.high and (not self.whole or value == int(value))
+
+    def describe(self) -> str:
+        what = self.what or ("a whole number" if self.whole else "a number")
+        low = _number(self.low)
+        if self.high == math.inf:
+            return f"{what} >= {low}"
+        return f"{what} in [{low}, {_number(self.high)}]"
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if x == int(x) else repr(x)
+
+
+PROBABILITY = Range(0, 1, what="a probability")
 
 
 def say(text: str) -> Action:
@@ -45,6 +74,32 @@ class Scenario:
     summary: ClassVar[str]
     defaults: ClassVar[Mapping[str, float]] = {}
     params: Mapping[str, float] = field(default_factory=dict)
+
+    # The values each parameter can take, for the values of the others (`params`: every parameter,
+    # defaults filled in). A value outside its range runs, but answers another question (a negative
+    # slip, a probability of 1.7) or none, so traces and `record` refuse it.
+    ranges: ClassVar[Mapping[str, Range]] = {}
+
+    @classmethod
+    def ranges_for(cls, params: Mapping[str, float]) -> Mapping[str, Range]:
+        return cls.ranges
+
+    @classmethod
+    def range_problem(cls, params: Mapping[str, float]) -> tuple[str, str] | None:
+        """The first parameter outside its range and what is valid, or None. `params` are finite
+        numbers, checked in the order of `defaults` (a range may depend on an earlier parameter)."""
+        merged = {**cls.defaults, **params}
+        ranges = cls.ranges_for(merged)
+        for key in cls.defaults:
+            valid = ranges[key]
+            if not valid.holds(merged[key]):
+                if key in params:
+                    return key, f"expected {valid.describe()}, got {_number(merged[key])}"
+                return key, (
+                    f"parameter {key!r} is not given and its default {_number(merged[key])} does not "
+                    f"fit the others: expected {valid.describe()}"
+                )
+        return None
 
     def p(self, name: str) -> float:
         return float(self.params.get(name, self.defaults[name]))

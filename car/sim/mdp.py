@@ -15,13 +15,13 @@ action at held steps. Every v(S), the rescue curve and the Shapley values follow
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from car.protocols import Turn
 from car.rng import EventKey
-from car.sim.base import Scenario, call, failing_trace
+from car.sim.base import PROBABILITY, Range, Scenario, call, failing_trace
 from car.trace import Action, Actor, Observation, Step, Trace
 
 __all__ = ["Corridor"]
@@ -43,6 +43,18 @@ class Corridor(Scenario):
         Actor(id="agent", system_prompt="Move with the move tool.", tools=({"name": "move"},)),
     )
     stochastic_env: ClassVar[bool] = True
+
+    @classmethod
+    def ranges_for(cls, params: Mapping[str, float]) -> Mapping[str, Range]:
+        # A start on the cliff or the goal would never move: the agent starts between them.
+        length = Range(3, whole=True)
+        last = int(params["length"]) - 1 if length.holds(params["length"]) else 2
+        return {
+            "length": length,
+            "horizon": Range(1, whole=True),
+            "slip": PROBABILITY,
+            "start": Range(1, last - 1, whole=True, what="a cell"),
+        }
 
     def size(self) -> int:
         return int(self.p("horizon"))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, overload
 
 from car.protocols import Turn
-from car.sim.base import Scenario, failing_trace, say
+from car.sim.base import PROBABILITY, Range, Scenario, failing_trace, say
 from car.trace import Action, Actor, Step, Trace
 
 __all__ = [
@@ -287,6 +287,7 @@ class PlantedPivot(BinaryModel):
     name: ClassVar[str] = "planted-pivot"
     summary: ClassVar[str] = "the run failed because step 1 chose BAD"
     defaults: ClassVar[dict[str, float]] = {"p": 0.9}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
 
     def size(self) -> int:
         return 3
@@ -320,6 +321,7 @@ class PlantedAnd(PlantedPivot):
     name: ClassVar[str] = "planted-and"
     summary: ClassVar[str] = "the run failed because steps 0 and 1 both chose BAD"
     defaults: ClassVar[dict[str, float]] = {"q": 0.3}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
 
     def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         return _report_step(self._fail(bad)) if step == 2 else self.p("q")
@@ -360,6 +362,7 @@ class Chain(PlantedPivot):
     name: ClassVar[str] = "chain"
     summary: ClassVar[str] = "a BAD plan was decided, then executed"
     defaults: ClassVar[dict[str, float]] = {"a": 0.4, "s": 0.05}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
 
     def bad_prob(self, step: int, bad: Sequence[bool]) -> float:
         if step == 0:
@@ -388,6 +391,7 @@ class Mediated(Chain):
     name: ClassVar[str] = "mediated"
     summary: ClassVar[str] = "an early choice made a later failure likely"
     defaults: ClassVar[dict[str, float]] = {"a": 0.5, "hi": 0.8, "lo": 0.1, "c": 0.5}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
 
     def size(self) -> int:
         return 3
@@ -447,6 +451,11 @@ class Cascade(BinaryModel):
     name: ClassVar[str] = "cascade"
     summary: ClassVar[str] = "early mistakes made later ones likelier until the run failed"
     defaults: ClassVar[dict[str, float]] = {"base": 0.15, "gain": 0.25, "need": 3}
+    ranges: ClassVar[dict[str, Range]] = {
+        "base": PROBABILITY,
+        "gain": Range(0),  # a step's probability is capped at 0.9 however large the gain
+        "need": Range(1, 6, whole=True),  # BAD steps of the 6
+    }
 
     def size(self) -> int:
         return 6
@@ -472,6 +481,7 @@ class NoisyJudge(PlantedAnd):
     name: ClassVar[str] = "noisy-judge"
     summary: ClassVar[str] = "a judge flagged the run (it errs with probability eps)"
     defaults: ClassVar[dict[str, float]] = {"q": 0.3, "eps": 0.1}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
     stochastic_score: ClassVar[bool] = True
 
     def fail_prob(self, bad: tuple[bool, ...]) -> float:
@@ -491,6 +501,8 @@ class LongTrace(BinaryModel):
     name: ClassVar[str] = "long"
     summary: ClassVar[str] = "two of three risky steps in a long run went wrong"
     defaults: ClassVar[dict[str, float]] = {"n": 30, "q": 0.4}
+    # Below 8 steps (but 5) two of the three key steps coincide.
+    ranges: ClassVar[dict[str, Range]] = {"n": Range(8, whole=True), "q": PROBABILITY}
 
     def size(self) -> int:
         return int(self.p("n"))
@@ -532,6 +544,7 @@ class Team(BinaryModel):
     name: ClassVar[str] = "team"
     summary: ClassVar[str] = "a bug written after a risky design slipped through review"
     defaults: ClassVar[dict[str, float]] = {"a": 0.5, "hi": 0.6, "lo": 0.1, "m": 0.4}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
     actors: ClassVar[tuple[Actor, ...]] = (
         Actor(id="planner", system_prompt="You design and ship."),
         Actor(id="coder", system_prompt="You write the code."),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from car.protocols import Turn
-from car.sim.base import Scenario, call, say
+from car.sim.base import PROBABILITY, Range, Scenario, call, say
 from car.trace import Action, Actor, Observation
 
 __all__ = ["And", "Or", "Pivot", "ResearchTeam", "SupportRefund"]
@@ -56,6 +56,7 @@ class Pivot(_Planted):
     name: ClassVar[str] = "pivot"
     summary: ClassVar[str] = "the run failed because step 1 chose BAD"
     defaults: ClassVar[dict[str, float]] = {"p": 0.3}
+    ranges: ClassVar[dict[str, Range]] = {"p": PROBABILITY}
     bad_prob: ClassVar[tuple[str | None, ...]] = (None, "p", None)
 
     def outcome(self, bad: Sequence[bool]) -> bool:
@@ -73,6 +74,7 @@ class And(_Planted):
     name: ClassVar[str] = "and"
     summary: ClassVar[str] = "the run failed because steps 0 and 1 both chose BAD"
     defaults: ClassVar[dict[str, float]] = {"q": 0.3}
+    ranges: ClassVar[dict[str, Range]] = {"q": PROBABILITY}
     bad_prob: ClassVar[tuple[str | None, ...]] = ("q", "q", None)
 
     def outcome(self, bad: Sequence[bool]) -> bool:
@@ -90,6 +92,7 @@ class Or(_Planted):
     name: ClassVar[str] = "or"
     summary: ClassVar[str] = "the run failed because steps 0 and 1 chose BAD (either suffices)"
     defaults: ClassVar[dict[str, float]] = {"q": 0.3}
+    ranges: ClassVar[dict[str, Range]] = {"q": PROBABILITY}
     bad_prob: ClassVar[tuple[str | None, ...]] = ("q", "q", None)
 
     def outcome(self, bad: Sequence[bool]) -> bool:
@@ -128,6 +131,7 @@ class SupportRefund(Scenario):
         "refund_qualifies": 0.97,
         "slip": 0.02,
     }
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
     task: ClassVar[str] = f"Customer: I want a refund for order {ORDER}, it arrived late."
     actors: ClassVar[tuple[Actor, ...]] = (
         Actor(
@@ -237,6 +241,7 @@ class ResearchTeam(Scenario):
     name: ClassVar[str] = "research-team"
     summary: ClassVar[str] = "the team answered with a wrong figure from an unreliable source"
     defaults: ClassVar[dict[str, float]] = {"unreliable": 0.35, "skip": 0.4}
+    ranges: ClassVar[dict[str, Range]] = dict.fromkeys(defaults, PROBABILITY)
     task: ClassVar[str] = "What was the city's population in 2024? Answer with one number."
     actors: ClassVar[tuple[Actor, ...]] = (
         Actor(id="orchestrator", system_prompt="You coordinate the team and give the answer."),

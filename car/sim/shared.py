@@ -20,12 +20,12 @@ honest answer for that scorer; `research-team-world` is the game in which they a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from car.protocols import Turn
-from car.sim.base import Scenario, call, say
+from car.sim.base import PROBABILITY, Range, Scenario, call, say
 from car.sim.scenarios import RELIABLE, UNRELIABLE, ResearchTeam
 from car.trace import Action, Actor
 
@@ -37,6 +37,17 @@ class LongAnd(Scenario):
     name: ClassVar[str] = "long-and"
     summary: ClassVar[str] = "the run failed because two of its many steps both chose BAD"
     defaults: ClassVar[dict[str, float]] = {"steps": 12, "a": 3, "b": 8, "q": 0.3}
+
+    @classmethod
+    def ranges_for(cls, params: Mapping[str, float]) -> Mapping[str, Range]:
+        # The pivots are two decision steps, a before b, before the last step (which reports).
+        steps = Range(3, whole=True)
+        last = int(params["steps"]) - 1 if steps.holds(params["steps"]) else 2
+        a = Range(0, last - 2, whole=True, what="a step index")
+        first = int(params["a"]) if a.holds(params["a"]) else 0
+        b = Range(first + 1, last - 1, whole=True, what="a step index after a")
+        return {"steps": steps, "a": a, "b": b, "q": PROBABILITY}
+
     task: ClassVar[str] = "Planted model: many choices, two of which matter; the last step reports."
     actors: ClassVar[tuple[Actor, ...]] = (Actor(id="agent", system_prompt="Planted model."),)
 
