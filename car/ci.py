@@ -10,7 +10,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +35,7 @@ from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
+from car.stdout import keep
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
 from car.tracefiles import same_file
@@ -207,13 +207,7 @@ def write_report(path: Path, text: str) -> None:
 def _keep(text: str, path: Path) -> str:
     """Save a report that could not go where asked, so the attribution already paid for is kept
     (stdout may be a terminal, where an HTML page or a long JSON helps nobody)."""
-    try:
-        fd, name = tempfile.mkstemp(prefix="car-report-", suffix=path.suffix)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        return f"could not save it elsewhere either ({os_reason(exc)})"
-    return f"saved it to {name} instead"
+    return keep(text, path.suffix)
 
 
 def _kept_from_stdout(text: str, fmt: OutputFormat, reason: str) -> None:

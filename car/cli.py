@@ -476,16 +476,19 @@ def validate(
 ) -> None:
     """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
     from car.jsonfile import utf8_text
+    from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
 
+    # stdout may refuse the results (a full disk): they are saved to a file, named in one line
+    out = StdoutWriter("the results", ".txt", prefix="car-validate-")
     if is_folder(trace):
         from car.importers.batch import check_path, render_rows
 
         rows = check_path(trace, source_format)
         if not rows:
             raise CarError(f"{trace}: no trace files (*.json, *.jsonl, *.eval) under this directory")
-        sys.stdout.write(render_rows(rows, trace))
-        if any(r.error is not None for r in rows):
+        out.write(render_rows(rows, trace))
+        if out.close() or any(r.error is not None for r in rows):
             raise SystemExit(2)
         return
     from car.importers import import_file
@@ -513,13 +516,14 @@ def validate(
                 f"{f', {n} warning' + ('s' if n != 1 else '') if n else ''}"
             )
         steps, decisions = len(t.steps), len(t.decision_steps)
-        print(
+        out.write(
             f"{where}: ok: {t.version}{origin}, {steps} step{'s' if steps != 1 else ''}, {decisions} "
-            f"decision step{'s' if decisions != 1 else ''}, actors {', '.join(actors)}"
+            f"decision step{'s' if decisions != 1 else ''}, actors {', '.join(actors)}\n"
         )
         for w in t.fidelity.warnings if t.fidelity is not None else ():
-            print(f"  warning {w.code}: {w.message}")  # what is missing, and the fix where there is one
-    if refused:
+            # what is missing, and the fix where there is one
+            out.write(f"  warning {w.code}: {w.message}\n")
+    if out.close() or refused:
         raise SystemExit(2)
 
 

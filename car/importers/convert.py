@@ -19,6 +19,7 @@ from pathlib import Path
 from car.errors import InputError
 from car.importers.base import MAX_NESTING, nested_too_deep
 from car.jsonfile import os_reason
+from car.stdout import keep
 from car.trace import Trace
 from car.tracefiles import is_folder, same_file
 
@@ -70,6 +71,17 @@ def _write(path: Path, trace: Trace, file: Path | None = None) -> None:
         raise InputError(f"{path}: cannot write the trace ({os_reason(exc)})") from None
 
 
+def _to_stdout(text: str) -> None:
+    """Write the trace to stdout; one that stdout refuses (a full disk) is saved to a file of its
+    own, and the one error line says where."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        kept = keep(text, ".json", prefix="car-trace-")
+        raise InputError(f"stdout: cannot write the trace ({os_reason(exc)}); {kept}") from None
+
+
 def _summary(trace: Trace) -> str:
     fid = trace.fidelity
     cls = f"class {fid.class_}" if fid else "native"
@@ -98,7 +110,7 @@ def write_imported(
     as_dir = raw is not None and raw.endswith(tuple(s for s in (os.sep, os.altsep) if s))
     if len(traces) == 1 and (dest is None or not (as_dir or is_folder(dest))):
         if dest is None:
-            sys.stdout.write(_encoded(traces[0], "stdout", file).decode("utf-8"))
+            _to_stdout(_encoded(traces[0], "stdout", file).decode("utf-8"))
         else:
             _refuse_overwriting(file, output, dest, [dest])
             _write(dest, traces[0], file)

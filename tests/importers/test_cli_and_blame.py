@@ -440,3 +440,65 @@ def test_import_o_with_a_trailing_slash_is_a_directory_made_if_missing(
     runs = tmp_path / "runs.json"
     assert run(["import", str(fixtures / "tau_bench.json"), "-o", f"{runs}/"]) == 0
     assert runs.is_dir() and len(list(runs.glob("*.json"))) == 2
+
+
+class _FullDisk(io.StringIO):
+    """stdout on a full disk: a write, or only the flush (buffered output), raises ENOSPC."""
+
+    def __init__(self, on: str) -> None:
+        super().__init__()
+        self.on = on
+
+    def write(self, text: str) -> int:
+        if self.on == "write":
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+    def flush(self) -> None:
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("on", ["write", "flush"])
+@pytest.mark.parametrize(
+    ("argv", "kept"),
+    [
+        (["validate", "anthropic.json"], "car-validate-*.txt"),
+        (["validate", "."], "car-validate-*.txt"),
+        (["import", "responses.json"], "car-trace-*.json"),
+        (["import", "responses.json", "-o", "-"], "car-trace-*.json"),
+    ],
+)
+def test_validate_and_import_keep_what_stdout_refuses(
+    tmp_path: Path,
+    fixtures: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    on: str,
+    argv: list[str],
+    kept: str,
+) -> None:
+    """One error line naming where the output was saved, exit 2: it was a traceback, and the
+    converted trace (or a directory's table) was lost."""
+    import shutil
+    import sys
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    for name in ("anthropic.json", "responses.json"):
+        shutil.copy(fixtures / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", _FullDisk(on))
+    code = run(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (saved,) = (tmp_path / "tmp").glob(kept)
+    what = "the trace" if argv[0] == "import" else "the results"
+    assert err.splitlines() == [
+        f"car: error: stdout: cannot write {what} (No space left on device); saved it to {saved} instead"
+    ]
+    text = saved.read_text()
+    if argv[0] == "import":
+        assert Trace.model_validate_json(text).source is not None
+    else:
+        assert "anthropic.json" in text and ("ok:" in text or "openai-responses" in text)
