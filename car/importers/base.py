@@ -7,8 +7,10 @@ the file did not record (`Builder.warn`, the fidelity class).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ __all__ = [
     "nested_too_deep",
     "parse_any_arguments",
     "parse_arguments",
+    "parse_float",
     "read_document",
     "sampling_from",
     "text_of",
@@ -83,8 +86,35 @@ class Document:
     def at(self) -> At:
         return At(self, ())
 
+    @functools.cached_property
+    def may_hold_huge_numbers(self) -> bool:
+        """Whether a number in the file may be beyond a double's range (an exponent of three
+        digits, or 309 digits in a row); a file read by another library (an Inspect log) may."""
+        return self.kind not in ("json", "jsonl") or bool(_HUGE_NUMBER.search(self.raw))
+
     def source(self, fmt: str, locator: str | None) -> Source:
         return Source(format=fmt, path=utf8_text(self.path), locator=locator, content_hash=self.sha256)
+
+
+class _Overflow(float):
+    """A JSON number too large for a double (`1e400`): infinite to every check an importer makes,
+    and remembering the text it was written as, which the trace keeps (JSON has no infinity)."""
+
+    text: str
+
+
+def parse_float(text: str) -> float:
+    """For `json.loads(parse_float=...)`: a number as a double, one out of its range marked."""
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    out = _Overflow(value)
+    out.text = text
+    return out
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, parse_constant=reject_constant, parse_float=parse_float)
 
 
 def read_document(path: str | Path) -> Document:
@@ -100,7 +130,7 @@ def read_document(path: str | Path) -> Document:
     if not text.strip():
         return Document(source, raw, "other", problem="empty file")
     try:
-        return Document(source, raw, "json", json.loads(text, parse_constant=reject_constant))
+        return Document(source, raw, "json", _loads(text))
     except json.JSONDecodeError as exc:
         first = exc
     except (ValueError, RecursionError) as exc:
@@ -115,7 +145,7 @@ def read_document(path: str | Path) -> Document:
         if not line.strip():
             continue
         try:
-            items.append(json.loads(line, parse_constant=reject_constant))
+            items.append(_loads(line))
         except (ValueError, RecursionError) as exc:
             if isinstance(exc, json.JSONDecodeError) and (items or lines_intent):
                 where, msg = f"line {n} column {exc.colno}", exc.msg
@@ -221,7 +251,7 @@ def parse_arguments(value: Any, at: At) -> tuple[dict[str, Any], str | None]:
         if not value.strip():
             return {}, value
         try:
-            parsed = json.loads(value, parse_constant=reject_constant)
+            parsed = _loads(value)
         except (ValueError, RecursionError):
             return {"_unparsed": value}, value
         if isinstance(parsed, dict):
@@ -587,7 +617,7 @@ class Builder:
                     detail=f"the value at {deep[0]} of the trace is nested {deep[1]} levels deep; "
                     f"car writes at most {MAX_NESTING}",
                 )
-        return self._without_lone_surrogates(trace)
+        return self._numbers_as_text(self._without_lone_surrogates(trace))
 
     def _without_lone_surrogates(self, trace: Trace) -> Trace:
         """Replace lone UTF-16 surrogates (valid JSON escapes, not text UTF-8 can encode) with U+FFFD.
@@ -610,7 +640,45 @@ class Builder:
         data["fidelity"]["warnings"].append(warning)
         return Trace.model_validate(data)
 
+    def _numbers_as_text(self, trace: Trace) -> Trace:
+        """Keep numbers a trace file cannot hold (`1e400` is infinite as a double, and JSON has no
+        infinity: it was written as null) as their recorded text, a string, and say so.
 
+        Only a file that may hold one is searched (`Document.may_hold_huge_numbers`).
+        """
+        if not self.doc.may_hold_huge_numbers:
+            return trace
+        places: list[tuple[str | int, ...]] = []
+        data = _numbers_to_text(trace.model_dump(by_alias=True), (), places)
+        if not places:
+            return trace
+        n = len(places)
+        warning = {
+            "code": "number-out-of-range",
+            "message": f"{n} number{'s' if n != 1 else ''} beyond the range of a double, which a trace "
+            "file cannot hold (1e400 is infinite, and JSON has no infinity); each is kept as its "
+            f"recorded text, a string (first at {json_path(places[0])} of the trace)",
+        }
+        data["fidelity"]["warnings"].append(warning)
+        return Trace.model_validate(data)
+
+
+def _numbers_to_text(value: Any, loc: tuple[str | int, ...], places: list[Any]) -> Any:
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        places.append(loc)
+        if isinstance(value, _Overflow):
+            return value.text
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _numbers_to_text(v, (*loc, k), places) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_numbers_to_text(v, (*loc, i), places) for i, v in enumerate(value)]
+    return value
+
+
+_HUGE_NUMBER = re.compile(rb"[eE][+-]?0*[1-9][0-9]{2}|[0-9]{309}")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from car.importers.base import At, Builder, describe, parse_any_arguments
+from car.importers.base import At, Builder, describe, parse_any_arguments, parse_float
 from car.importers.openai_chat import custom_call
 from car.importers.otlp import Span
 from car.importers.thinking import chat_reasoning, chat_reasoning_sealed
@@ -148,7 +148,7 @@ def json_value(value: Any) -> Any:
     """Attributes carry structure either as values or as JSON strings; accept both."""
     if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
         try:
-            return json.loads(value)
+            return json.loads(value, parse_float=parse_float)
         except ValueError:
             return value
     return value
@@ -209,7 +209,7 @@ def _messages(value: Any, at: At, what: str, b: Builder, unimported: Unimported)
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json.loads(value, parse_float=parse_float)
         except (ValueError, RecursionError):
             cut = value.lstrip()[:1] in ("[", "{")
             problem = "is not valid JSON (possibly cut off by an attribute length limit)"
@@ -489,7 +489,7 @@ def _json_parts(value: Any, role: str) -> list[dict[str, Any]] | None:
     if not isinstance(value, str) or not value.lstrip().startswith("["):
         return None
     try:
-        parts = json.loads(value)
+        parts = json.loads(value, parse_float=parse_float)
     except (ValueError, RecursionError):
         return None
     if not isinstance(parts, list) or not parts:

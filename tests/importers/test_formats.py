@@ -340,6 +340,46 @@ def test_lone_surrogates_become_u_fffd_with_a_warning(tmp_path: Path) -> None:
     assert "invalid-unicode" not in codes(load_any(_write(tmp_path, "ok.json", CHAT_WITH_EMOJI)))
 
 
+def test_numbers_beyond_a_double_keep_their_text_with_a_warning(tmp_path: Path) -> None:
+    """1e400 parses as inf, which JSON cannot hold: the trace wrote null, and the value was lost
+    without a word. Each is kept as its recorded text, and the warning names the first place."""
+    log = (
+        '{"question": "How far?", "ground_truth": 1e400, "history": ['
+        '{"role": "user", "name": "Planner", "content": "go"},'
+        '{"role": "assistant", "name": "Solver", "content": "far", "score": -2.5E+999}],'
+        '"mistake_agent": "Solver", "mistake_step": "1", "mistake_reason": "r", '
+        '"system_prompt": {"Solver": "Solve."}}'
+    )
+    f = tmp_path / "ww.json"
+    f.write_text(log)
+    t = load_any(f)
+    assert t.metadata["ground_truth"] == "1e400"
+    assert t.metadata["expected"] == "1e400"
+    assert t.steps[1].metadata["fields"] == {"score": "-2.5E+999"}
+    assert t.fidelity is not None
+    warning = next(w for w in t.fidelity.warnings if w.code == "number-out-of-range")
+    assert warning.message.startswith("3 numbers beyond the range of a double")
+    assert "first at $.steps[1].metadata.fields.score of the trace" in warning.message
+    written = json.loads(t.to_json())
+    assert written["metadata"]["ground_truth"] == "1e400"  # not null
+    # In tool-call arguments too (JSON inside a string); the exact string stays as recorded.
+    args = '{"limit": 1e400, "page": 1e300}'
+    chat = {
+        "messages": [
+            {"role": "user", "content": "list"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": args}}],
+            },
+        ]
+    }
+    call = load_any(_write(tmp_path, "chat.json", chat)).steps[1].action.tool_calls[0]
+    assert call.arguments == {"limit": "1e400", "page": 1e300}
+    assert call.raw_arguments == args
+    assert "number-out-of-range" not in codes(load_any(_write(tmp_path, "ok.json", CHAT_WITH_EMOJI)))
+
+
 CHAT_WITH_EMOJI = {
     "messages": [{"role": "user", "content": "\U0001f600"}, {"role": "assistant", "content": "hi"}]
 }
