@@ -91,8 +91,8 @@ class Scenario:
         merged = {**cls.defaults, **params}
         ranges = cls.ranges_for(merged)
         for key in cls.defaults:
-            valid = ranges[key]
-            if not valid.holds(merged[key]):
+            valid = ranges.get(key)  # a scenario declares no range for a parameter it leaves open
+            if valid is not None and not valid.holds(merged[key]):
                 if key in params:
                     return key, f"expected {valid.describe()}, got {_number(merged[key])}"
                 return key, (
