@@ -8,12 +8,31 @@ Light on purpose (no numpy): the batch checks its options with it before it load
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 from collections.abc import Callable
 from functools import partial
 
 from car.errors import InputError, option_name
 
-__all__ = ["check_arguments"]
+__all__ = ["MOST_PLANNED", "check_arguments"]
+
+# A run plans its rollouts before the first one runs (`car.replay.gather_all` holds every job of a
+# batch: a sample's row, a match draw, a Shapley unit), at a kilobyte or more apiece. More than the
+# machine's memory can hold cannot run at all: `--samples`, `--match-samples` and `--budget` above
+# this are refused before anything is allocated, rather than growing until the system kills car.
+_JOB_BYTES = 1024
+
+
+def _memory() -> int:
+    """The machine's physical memory in bytes; the address space where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows), or no such name
+        return sys.maxsize
+
+
+MOST_PLANNED = max(1, _memory() // _JOB_BYTES)
 
 
 def _given(value: object) -> str:
@@ -26,13 +45,28 @@ def _whole(name: str, value: object) -> int:
     return int(value)
 
 
-def _count(name: str, value: object, *, least: int, unit: str = "", optional: bool = False) -> None:
+def _count(
+    name: str,
+    value: object,
+    *,
+    least: int,
+    unit: str = "",
+    optional: bool = False,
+    planned: bool = False,
+) -> None:
+    """`planned`: a count of jobs a run plans up front, so at most `MOST_PLANNED`."""
     if value is None and optional:
         return
     n = _whole(name, value)
     if n < least:
         bound = "0 or more" if least == 0 else f"at least {least}{unit}"
         raise InputError(f"{option_name(name)} must be {bound}, got {n}")
+    if planned and n > MOST_PLANNED:
+        raise InputError(
+            f"{option_name(name)} must be at most {MOST_PLANNED} (a run plans its rollouts before "
+            f"the first one runs, {_JOB_BYTES} bytes or more apiece; more would not fit in this "
+            f"machine's memory), got {n}"
+        )
 
 
 def _number(name: str, value: object, *, interval: str, optional: bool = False) -> None:
@@ -156,8 +190,8 @@ _RULES: dict[str, Callable[[str, object], object]] = {
         "trace_finished())",
         members=("trace_started()", "trace_advanced()", "trace_finished()"),
     ),
-    "samples": partial(_count, least=1),
-    "match_samples": partial(_count, least=0),
+    "samples": partial(_count, least=1, planned=True),
+    "match_samples": partial(_count, least=0, planned=True),
     "seed": _whole,
     "concurrency": partial(_count, least=1),
     "traces_at_once": partial(_count, least=1),
@@ -168,7 +202,7 @@ _RULES: dict[str, Callable[[str, object], object]] = {
     "method": partial(_choice, choices=("contrastive", "shapley", "auto")),
     "shapley_method": partial(_choice, choices=("exact", "permutation", "auto")),
     "players": _players,
-    "budget": partial(_count, least=1, unit=" rollout", optional=True),
+    "budget": partial(_count, least=1, unit=" rollout", optional=True, planned=True),
     "budget_calls": partial(_count, least=1, optional=True),
     "target_width": partial(_number, interval="(0, 1)", optional=True),
     "max_rollouts": partial(_count, least=0, optional=True),

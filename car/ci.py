@@ -292,6 +292,13 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             f"{name} costs only if a plugin reports it"
         )
 
+    check_arguments(  # what `blame_many_async` checks before any trace; before any estimate too
+        concurrency=req.concurrency,
+        shard=req.shard,
+        max_rollouts=req.max_rollouts,
+        max_policy_calls=req.max_policy_calls,
+        **req.options.blame_kwargs(),
+    )
     planned = plan_batch(req.paths, req.options, req.shard, own_outputs(req))
     _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])
     estimate = total_estimate(planned)
@@ -467,13 +474,6 @@ async def _refusals(req: BlameRequest, planned: Sequence[_Planned]) -> list[Trac
     """What the run would refuse, in order, before any model call: the traces it cannot read, and
     those it would stop before their first rollout (`check_trace`: the same components built, and
     closed, with nothing sent)."""
-    check_arguments(  # what `blame_many_async` checks before any trace
-        concurrency=req.concurrency,
-        shard=req.shard,
-        max_rollouts=req.max_rollouts,
-        max_policy_calls=req.max_policy_calls,
-        **req.options.blame_kwargs(),
-    )
     out: list[TraceResult] = []
     for item in planned:
         if item.trace is None:

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from car.arguments import MOST_PLANNED
 from car.backends.options import base_url_problem, thinking_config
 from car.errors import InputError
 from car.jsonfile import describe_error
@@ -56,8 +57,9 @@ class Settings(BaseModel):
     policy: str | None = Field(default=None, min_length=1)
     env: str | None = Field(default=None, min_length=1)
     scorer: str | None = Field(default=None, min_length=1)
-    samples: int | None = Field(default=None, ge=1)
-    match_samples: int | None = Field(default=None, ge=0)
+    # At most what a run can plan (`car.arguments.MOST_PLANNED`), named where it was set.
+    samples: int | None = Field(default=None, ge=1, le=MOST_PLANNED)
+    match_samples: int | None = Field(default=None, ge=0, le=MOST_PLANNED)
     seed: int | None = None
     concurrency: int | None = Field(default=None, ge=1)
     level: float | None = Field(default=None, ge=0.5, lt=1)

@@ -246,3 +246,55 @@ def test_the_component_check_asks_what_the_protocols_ask() -> None:
             except InputError:
                 passed = False
             assert passed == isinstance(value, protocol), (name, value)
+
+
+HUGE = 10**20
+
+
+@pytest.mark.parametrize("option", ["--samples", "--match-samples", "--budget"])
+def test_a_count_no_machine_could_plan_is_refused_before_the_estimate(
+    run_cli: Callable[..., Result], option: str
+) -> None:
+    """`--samples 100000000000000000000` passed: `--dry-run` printed an estimate of 3e20 rollouts,
+    and the run planned one job per sample until the system killed it (exit 137, no word)."""
+    from car.arguments import MOST_PLANNED
+
+    extra = ["--method", "shapley"] if option == "--budget" else []
+    res = run_cli("blame", TRACE, option, str(HUGE), *extra, "--dry-run")
+    assert res.code == 2
+    assert res.out == ""  # no estimate of a run that cannot happen
+    assert res.err.startswith(f"car: error: {option} must be at most {MOST_PLANNED} (")
+    assert res.err.endswith(f"got {HUGE}\n") and "memory" in res.err
+    assert res.err.count("\n") == 1
+    # The bound itself is allowed (its estimate is printed, nothing is run).
+    ok = run_cli("blame", TRACE, option, str(MOST_PLANNED), *extra, "--dry-run")
+    assert ok.code == 0, ok.err
+
+
+def test_a_count_no_machine_could_plan_is_refused_from_python() -> None:
+    from car.arguments import MOST_PLANNED
+
+    with pytest.raises(InputError, match=rf"^samples= must be at most {MOST_PLANNED} \("):
+        car.blame(TRACE, samples=HUGE)
+
+
+def test_a_configured_count_no_machine_could_plan_names_where_it_was_set(
+    run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from car.arguments import MOST_PLANNED
+
+    monkeypatch.setenv("CAR_SAMPLES", str(HUGE))
+    res = run_cli("blame", TRACE, "--dry-run")
+    assert res.code == 2 and res.out == ""
+    assert res.err == (
+        f"car: error: environment variable CAR_SAMPLES: expected at most {MOST_PLANNED}; got '{HUGE}'\n"
+    )
+    monkeypatch.delenv("CAR_SAMPLES")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "car.toml").write_text(f"match_samples = {HUGE}\n")
+    res = run_cli("blame", TRACE, "--dry-run")
+    assert res.code == 2 and res.out == ""
+    assert res.err == (
+        f"car: error: {tmp_path / 'car.toml'}: match_samples: expected at most {MOST_PLANNED}; "
+        f"got {HUGE}\n"
+    )
