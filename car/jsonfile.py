@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "expected_value",
     "json_path",
     "kind_of",
+    "loads",
     "os_reason",
     "read_bytes",
     "read_json",
@@ -119,7 +121,7 @@ def read_json(path: str | Path, *, what: str) -> Any:
     if not text.strip():
         raise InputError(f"{source}: empty file, expected {what}")
     try:
-        return json.loads(text, parse_constant=reject_constant)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
@@ -128,6 +130,49 @@ def read_json(path: str | Path, *, what: str) -> Any:
         raise InputError(f"{source}: invalid JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{source}: invalid JSON: nested too deeply") from None
+
+
+def loads(text: str, parse_float: Callable[[str], Any] | None = None) -> Any:
+    """`json.loads` by car's rules: NaN and Infinity are refused, and an integer longer than Python
+    converts (`sys.get_int_max_str_digits`) is a `JSONDecodeError` at its line and column, as any
+    other malformed JSON is (Python's own error names no place). `parse_float` as in `json.loads`."""
+    try:
+        return json.loads(text, parse_constant=reject_constant, parse_float=parse_float)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        try:  # again, to find the integer: only a failed parse pays for it
+            json.loads(
+                text, parse_constant=reject_constant, parse_float=parse_float, parse_int=_whole_number
+            )
+        except _LongInteger as long:
+            raise _long_integer_error(text, long.digits) from None
+        raise
+
+
+class _LongInteger(ValueError):
+    def __init__(self, digits: str) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _whole_number(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:
+        raise _LongInteger(digits) from None
+
+
+def _long_integer_error(text: str, digits: str) -> json.JSONDecodeError:
+    # The first place the digits stand as a number (not inside a longer one); a string holding the
+    # same thousands of digits before it is not worth a tokenizer.
+    found = re.search(rf"(?<![0-9.\-]){re.escape(digits)}(?![0-9.eE])", text)
+    n = len(digits.lstrip("-"))
+    return json.JSONDecodeError(
+        f"an integer of {n} digits, more than the {sys.get_int_max_str_digits()} car reads",
+        text,
+        found.start() if found else 0,
+    )
 
 
 def reject_constant(name: str) -> float:

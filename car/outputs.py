@@ -36,7 +36,7 @@ from car.batch import RECORD_VERSION, Status, TraceResult, report_status
 from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
-from car.jsonfile import describe_validation_error, kind_of, read_bytes, reject_constant
+from car.jsonfile import describe_validation_error, kind_of, loads, read_bytes
 from car.render import literal, render_json, render_table, rollouts_served
 from car.report import (
     REPORT_VERSION,
@@ -603,7 +603,7 @@ def read_results(source: str | Path) -> list[TraceResult]:
         what = "an empty file" if not text else "a file of only white space"
         raise InputError(f"{p}: {what}, with no reports in it; {_READS}")
     try:
-        doc = json.loads(text, parse_constant=reject_constant)
+        doc = loads(text)
     except (ValueError, RecursionError) as whole:
         return _read_lines(p, text, whole)
     return _results_of(doc, str(p), batch=True)
@@ -616,7 +616,7 @@ def _read_lines(p: Path, text: str, whole: Exception) -> list[TraceResult]:
         if not line.strip():
             continue
         try:
-            doc = json.loads(line, parse_constant=reject_constant)
+            doc = loads(line)
         except (ValueError, RecursionError) as exc:
             if out:
                 reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)

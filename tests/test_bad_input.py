@@ -317,3 +317,39 @@ def test_an_empty_value_is_never_read_as_the_current_directory(
         2,
         "",
     ) and r.err.strip() == f"car: error: {expected}"
+
+
+@pytest.mark.parametrize(
+    ("command", "suffix"),
+    [(c, ".json") for c in ("validate", "blame", "report", "import")]
+    # `car report` refuses a JSONL file whose first record is no report before the second line
+    + [(c, ".jsonl") for c in ("validate", "blame", "import")],
+)
+def test_an_integer_too_long_to_read_is_named_at_its_place(
+    run_cli: Callable[..., Any], tmp_path: Path, command: str, suffix: str
+) -> None:
+    """A number of more than 4,300 digits said only "invalid JSON: Exceeds the limit (4300 digits)
+    for integer string conversion ... use sys.set_int_max_str_digits()", with no line."""
+    doc = json.dumps(GOOD, indent=2).replace('"version"', '"n": -' + "7" * 5000 + ',\n  "version"', 1)
+    path = tmp_path / f"big{suffix}"
+    if suffix == ".jsonl":  # a record per line: the place is the line of the second record
+        doc = (
+            json.dumps({"a": 1}) + "\n" + json.dumps(GOOD).replace("{", '{"n": ' + "7" * 5000 + ", ", 1)
+        )
+    path.write_text(doc)
+    res = run_cli(command, path)
+    assert res.code == 2
+    where = "line 2 column 8" if suffix == ".json" else "line 2 column 7"
+    assert res.err == (
+        f"car: error: {path}: {where}: invalid JSON: an integer of 5000 digits, more than the 4300 "
+        "car reads\n"
+    ), res.err
+
+
+def test_reading_json_names_a_long_integer_without_a_second_parse_of_good_files() -> None:
+    from car.jsonfile import loads
+
+    assert loads('{"a": [1, -2, 3.5]}') == {"a": [1, -2, 3.5]}
+    with pytest.raises(json.JSONDecodeError) as info:
+        loads('{"a": 1,\n "b": ' + "1" * 4301 + "}")
+    assert (info.value.lineno, info.value.colno) == (2, 7)

@@ -20,7 +20,7 @@ from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from car.errors import InputError
-from car.jsonfile import json_path, read_bytes, reject_constant, shown_json, utf8_text
+from car.jsonfile import json_path, loads, read_bytes, shown_json, utf8_text
 from car.trace import (
     Action,
     Actor,
@@ -114,7 +114,7 @@ def parse_float(text: str) -> float:
 
 
 def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=reject_constant, parse_float=parse_float)
+    return loads(text, parse_float=parse_float)
 
 
 def read_document(path: str | Path) -> Document:
