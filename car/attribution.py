@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from car.arguments import check_arguments
-from car.errors import InputError
+from car.errors import InputError, SpecError
 from car.estimators.contrastive import (
     ContrastiveResult,
     Interval,
@@ -60,7 +61,10 @@ def _resolve(
     policy: str | Policy | None,
     env: str | Environment | None,
     scorer: str | Scorer | None,
+    origins: Mapping[str, str] | None = None,
 ) -> _Components:
+    """`origins`: where a spec given by a configuration file or a `CAR_*` variable was set
+    ("environment variable CAR_SCORER"), named in its error as an option's would be."""
     defaults = trace.replay
     pol = policy if policy is not None else (defaults.policy if defaults else None)
     if pol is None:
@@ -70,11 +74,26 @@ def _resolve(
             "sim:NAME, path/to/policy.py@name, or an installed plugin"
         )
     en = env if env is not None else (defaults.env if defaults and defaults.env else "recorded")
-    return _Components(
-        make_policy(pol, trace) if isinstance(pol, str) else pol,
-        make_env(en, trace) if isinstance(en, str) else en,
-        _resolve_scorer(trace, scorer),
-    )
+    given = origins or {}
+    with _named(given.get("policy") if policy is not None else None):
+        built_policy = make_policy(pol, trace) if isinstance(pol, str) else pol
+    with _named(given.get("env") if env is not None else None):
+        built_env = make_env(en, trace) if isinstance(en, str) else en
+    with _named(given.get("scorer") if scorer is not None else None):
+        built_scorer = _resolve_scorer(trace, scorer)
+    return _Components(built_policy, built_env, built_scorer)
+
+
+@contextmanager
+def _named(origin: str | None) -> Iterator[None]:
+    """A spec error says where the spec was set, when that was not the command line or the trace."""
+    try:
+        yield
+    except InputError as exc:  # a SpecError, or the component's own refusal (a regex that is not)
+        if origin is None:
+            raise
+        kind = SpecError if isinstance(exc, SpecError) else InputError
+        raise kind(f"{exc} (from {origin})") from exc
 
 
 def _resolve_scorer(trace: Trace, scorer: str | Scorer | None) -> Scorer:

@@ -187,6 +187,9 @@ class BatchOptions:
     # The options the user set, each as they set it ('--samples 64', 'CAR_LEVEL=0.9'); None: every
     # option not at its default, shown as its flag (a Python caller). See `__post_init__`.
     given: Mapping[str, str] | None = None
+    # Where each component spec not given on the command line was set ("environment variable
+    # CAR_SCORER", "car.toml, key scorer"), keyed 'policy', 'env', 'scorer': a spec error names it.
+    origins: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         """An option the user set that this run would not use is an error, never ignored in silence:
@@ -566,7 +569,7 @@ async def attribute_one(
     components: tuple[object, ...] = ()
     try:
         require_decisions(trace, path or None)
-        comps = _resolve(trace, options.policy, options.env, options.scorer)
+        comps = _resolve(trace, options.policy, options.env, options.scorer, options.origins)
         components = (comps.policy, comps.env, comps.scorer)
         if progress is not None:
             progress.trace_started(
@@ -640,7 +643,7 @@ async def check_trace(path: str, trace: Trace, options: BatchOptions) -> TraceRe
     comps = None
     try:
         require_decisions(trace, path or None)
-        comps = _resolve(trace, options.policy, options.env, options.scorer)
+        comps = _resolve(trace, options.policy, options.env, options.scorer, options.origins)
         replay = Replay(trace, comps.policy, comps.env, comps.scorer, seed=options.seed)
         kwargs = options.blame_kwargs()
         if options.adaptive:

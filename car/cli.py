@@ -374,7 +374,7 @@ def blame(
     global _DEBUG
     _DEBUG = debug
     from car.backends.options import configure
-    from car.config import BACKEND_KEYS, resolve, unknown_variables
+    from car.config import BACKEND_KEYS, resolve_sourced, unknown_variables
 
     if not quiet:
         for line in unknown_variables():
@@ -384,7 +384,7 @@ def blame(
         for name in ctx.params
         if (src := ctx.get_parameter_source(name)) is not None and src.name != "DEFAULT"
     }
-    o = resolve(ctx.params, given)
+    o, origins = resolve_sourced(ctx.params, given)
     _check_ranges(o, confidence)
     policy, env, scorer = o["policy"], o["env"], o["scorer"]
     samples, match_samples, seed = o["samples"], o["match_samples"], o["seed"]
@@ -421,6 +421,7 @@ def blame(
             shapley_method=shapley.value,
             budget_calls=budget_calls,
             given=_set_by_user(ctx, given),
+            origins={k: v for k, v in origins.items() if k in ("policy", "env", "scorer")},
         ),
         fmt=fmt,
         output=output,

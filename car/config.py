@@ -40,6 +40,7 @@ __all__ = [
     "find_config",
     "load_settings",
     "resolve",
+    "resolve_sourced",
     "unknown_variables",
 ]
 
@@ -160,15 +161,23 @@ def load_settings(
     environ: Mapping[str, str] | None = None, start: Path | None = None
 ) -> tuple[Settings, Settings]:
     """(environment settings, file settings), each validated."""
+    env_settings, file_settings, _, _ = _load(environ, start)
+    return env_settings, file_settings
+
+
+def _load(
+    environ: Mapping[str, str] | None, start: Path | None
+) -> tuple[Settings, Settings, dict[str, str], Path | None]:
+    """`load_settings`, with the variable that set each key and the file read (None: none)."""
     env = os.environ if environ is None else environ
     variables = _variables(env)
     from_env = {key: env[name] for key, name in variables.items()}
     env_settings = _validate("environment variable", from_env, variables, strict=False)
     found = find_config(start)
     if found is None:
-        return env_settings, Settings()
+        return env_settings, Settings(), variables, None
     path, table = found
-    return env_settings, _validate(_where(path), table, strict=True)
+    return env_settings, _validate(_where(path), table, strict=True), variables, path
 
 
 def _variables(env: Mapping[str, str]) -> dict[str, str]:
@@ -198,7 +207,11 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _where(path: Path) -> str:
-    return f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
+    return f"{path}: [tool.car]" if _in_pyproject(path) else str(path)
+
+
+def _in_pyproject(path: Path | None) -> bool:
+    return path is not None and path.name == "pyproject.toml"
 
 
 def resolve(
@@ -209,8 +222,21 @@ def resolve(
 ) -> dict[str, Any]:
     """Merge: a key the user gave on the command line (`given`) keeps its CLI value; otherwise the
     environment's, else the file's, else the CLI default in `cli`."""
-    env_settings, file_settings = load_settings(environ, start)
+    return resolve_sourced(cli, given, environ, start)[0]
+
+
+def resolve_sourced(
+    cli: Mapping[str, Any],
+    given: set[str],
+    environ: Mapping[str, str] | None = None,
+    start: Path | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """`resolve`, and where each key it took from the environment or the file was set, as a message
+    names it ("environment variable CAR_SCORER", "car.toml, key scorer"): a value found wrong only
+    later (a spec, when a trace's components are built) is named where the user can fix it."""
+    env_settings, file_settings, variables, path = _load(environ, start)
     out = dict(cli)
+    origins: dict[str, str] = {}
     for key in KEYS:
         if key in given:
             continue
@@ -218,5 +244,10 @@ def resolve(
             value = getattr(layer, key)
             if value is not None:
                 out[key] = value
+                origins[key] = (
+                    f"environment variable {variables[key]}"
+                    if layer is env_settings
+                    else f"{path}{' [tool.car]' if _in_pyproject(path) else ''}, key {key}"
+                )
                 break
-    return out
+    return out, origins

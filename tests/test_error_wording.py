@@ -197,3 +197,37 @@ def test_an_unknown_format_names_the_option_or_the_argument(run_cli, tmp_path: P
     assert r.err.endswith(" (name one with --from NAME)\n")
     with pytest.raises(InputError, match=r"\(name one with fmt=NAME\)$"):
         load_any(path)
+
+
+@pytest.mark.parametrize(
+    ("place", "key", "spec", "says"),
+    [
+        ("car.toml", "scorer", "regex:(", "scorer 'regex:(': invalid pattern"),
+        ("pyproject.toml", "env", "no-such-file.py@env", "environment 'no-such-file.py@env': no such"),
+        ("CAR_POLICY", "policy", "opnai:gpt-4o", "unknown policy 'opnai:gpt-4o'"),
+    ],
+)
+def test_a_configured_spec_error_names_where_it_was_set(  # type: ignore[no-untyped-def]
+    run_cli, monkeypatch, tmp_path: Path, place: str, key: str, spec: str, says: str
+) -> None:
+    """`scorer = "regex:("` in car.toml said only "scorer 'regex:(': invalid pattern ...": the
+    user could not tell it came from a file, or which one; an option names itself."""
+    monkeypatch.chdir(tmp_path)
+    if place == "CAR_POLICY":
+        monkeypatch.setenv(place, spec)
+        origin = "environment variable CAR_POLICY"
+    elif place == "car.toml":
+        (tmp_path / place).write_text(f'{key} = "{spec}"\n')
+        origin = f"{tmp_path / place}, key {key}"
+    else:
+        (tmp_path / place).write_text(f'[tool.car]\n{key} = "{spec}"\n')
+        origin = f"{tmp_path / place} [tool.car], key {key}"
+    trace = TRACES / "pivot.json"
+    for extra in (["--dry-run"], ["--no-store", "--no-progress"]):
+        r = run_cli("blame", trace, *extra)
+        assert r.code == 2, r.err
+        line = r.err.splitlines()[-1]
+        assert says in line and line.endswith(f" (from {origin})"), line
+    # Given on the command line, the option is the place: no origin is added.
+    r = run_cli("blame", trace, "--dry-run", f"--{key}", spec)
+    assert r.code == 2 and "(from " not in r.err
