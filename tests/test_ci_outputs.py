@@ -156,7 +156,9 @@ def test_a_stored_backend_failure_rerenders_with_its_reason(
     store = ["--samples", "4", "--match-samples", "4", "--store", "s.db"]
     code, _, err = run(["blame", PIVOT, *store, "--policy", "down.py@policy"], capsys)
     assert code == 3
-    reason = err.strip().splitlines()[-1].removeprefix("car: error: ")
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"car: error: {PIVOT}: ")  # the trace it hit is named
+    reason = line.removeprefix(f"car: error: {PIVOT}: ")
     assert reason.startswith("too many rollouts errored (") and "connection refused" in reason
     assert run(["blame", str(TRACES / "or.json"), *store], capsys)[0] == 0
     code, out, _ = run(["report", "s.db", "--format", "markdown"], capsys)

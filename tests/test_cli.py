@@ -179,7 +179,8 @@ def test_backend_failures_exit_3_and_keep_the_report(run_cli, tmp_path: Path) ->
         "blame", TRACES / "pivot.json", "--policy", f"{policy}@down", "--format", "json", "-o", out
     )
     assert r.code == 3
-    assert r.err.strip().splitlines()[-1].startswith("car: error: too many rollouts errored")
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith(f"car: error: {TRACES / 'pivot.json'}: too many rollouts errored")
     doc = json.loads(out.read_text())
     assert doc["status"] == "backend-errors" and doc["budget"]["errored"] == 96
     assert "connection refused" in doc["first_error"]

@@ -257,3 +257,27 @@ def test_a_locus_ahead_of_a_step_never_scored_says_it_is_conditional() -> None:
         f"step {last} after the locus had no scored rollout (every one errored or was unscorable): "
         "the locus holds only if it is not where the run was decided"
     ) in report.notes
+
+
+def test_a_plugin_policy_that_raises_is_named_with_its_trace(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A single trace's backend failure (exit 3) said "too many rollouts errored ... ValueError: act
+    exploded" without the trace, where a scorer's failure named it."""
+    from tests.conftest import TRACES
+
+    (tmp_path / "boom.py").write_text(
+        "class P:\n"
+        "    spec = 'boom.py@policy'\n"
+        "    async def act(self, context, key):\n"
+        "        raise ValueError('act exploded')\n"
+        "policy = P()\n"
+    )
+    trace = TRACES / "and.json"
+    r = run_cli(
+        "blame", trace, "--policy", f"{tmp_path / 'boom.py'}@policy", "--no-store", "--no-progress",
+        "--samples", "2", "--match-samples", "1", "-o", tmp_path / "r.txt",
+    )  # fmt: skip
+    assert r.code == 3
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith(f"car: error: {trace}: too many rollouts errored (")
+    assert last.endswith("ValueError: act exploded")
+    assert (tmp_path / "r.txt").is_file()  # the report is still written
