@@ -204,6 +204,10 @@ class At:
             msg += f" ({detail})"
         raise InputError(msg)
 
+    def missing(self, expected: str) -> NoReturn:
+        """This place is absent from its object (where null would be "expected ..., got null")."""
+        raise InputError(f"{self.doc.path}: {self.where()}: missing; expected {expected}")
+
     # -- typed access: each returns the value or fails naming this place ----------------------
     def obj(self, value: Any, what: str = "an object") -> dict[str, Any]:
         if not isinstance(value, dict):

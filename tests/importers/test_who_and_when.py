@@ -166,3 +166,22 @@ def test_null_content_and_null_system_prompts_are_accepted(tmp_path: Path) -> No
     assert t.fidelity is not None
     warning = next(w for w in t.fidelity.warnings if w.code == "items-skipped")
     assert "'tool_calls'" in warning.message and "history[1]" in warning.message
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({}, "$.history: missing; expected an array of messages ({content, role, name?})"),
+        ({"history": None}, "$.history: expected an array, got null"),
+    ],
+)
+def test_a_log_without_history_says_it_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: dict[str, object], says: str
+) -> None:
+    """A log with no `history` at all said "$.history: expected an array, got null", as if it held
+    a null."""
+    f = tmp_path / "log.json"
+    f.write_text(json.dumps({"question": "q", "mistake_agent": "A", "mistake_step": "0", **body}))
+    capsys.readouterr()
+    assert run(["import", "--from", "who-and-when", str(f)]) == 2
+    assert capsys.readouterr().err == f"car: error: {f}: {says}\n"
