@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
@@ -631,18 +631,16 @@ class Builder:
         """
         if self.doc.kind in ("json", "jsonl") and not _SURROGATE_ESCAPE.search(self.doc.raw):
             return trace
-        places: list[tuple[str | int, ...]] = []
-        data = _replace_surrogates(trace.model_dump(by_alias=True), (), places)
-        if not places:
-            return trace
-        warning = {
-            "code": "invalid-unicode",
-            "message": f"{len(places)} text value{'s' if len(places) != 1 else ''} held a lone UTF-16 "
-            "surrogate (half of a character, such as an emoji cut in two), which UTF-8 cannot "
-            f"encode; each was replaced with U+FFFD (first at {json_path(places[0])} of the trace)",
-        }
-        data["fidelity"]["warnings"].append(warning)
-        return Trace.model_validate(data)
+        return _rewritten(
+            trace,
+            _replace_surrogates,
+            "invalid-unicode",
+            lambda n, first: (
+                f"{n} text value{'s' if n != 1 else ''} held a lone UTF-16 surrogate "
+                "(half of a character, such as an emoji cut in two), which UTF-8 cannot encode; each "
+                f"was replaced with U+FFFD (first at {first} of the trace)"
+            ),
+        )
 
     def _numbers_as_text(self, trace: Trace) -> Trace:
         """Keep numbers a trace file cannot hold (`1e400` is infinite as a double, and JSON has no
@@ -652,19 +650,33 @@ class Builder:
         """
         if not self.doc.may_hold_huge_numbers:
             return trace
-        places: list[tuple[str | int, ...]] = []
-        data = _numbers_to_text(trace.model_dump(by_alias=True), (), places)
-        if not places:
-            return trace
-        n = len(places)
-        warning = {
-            "code": "number-out-of-range",
-            "message": f"{n} number{'s' if n != 1 else ''} beyond the range of a double, which a trace "
-            "file cannot hold (1e400 is infinite, and JSON has no infinity); each is kept as its "
-            f"recorded text, a string (first at {json_path(places[0])} of the trace)",
-        }
-        data["fidelity"]["warnings"].append(warning)
-        return Trace.model_validate(data)
+        return _rewritten(
+            trace,
+            _numbers_to_text,
+            "number-out-of-range",
+            lambda n, first: (
+                f"{n} number{'s' if n != 1 else ''} beyond the range of a double, which a trace "
+                "file cannot hold (1e400 is infinite, and JSON has no infinity); each is kept as its "
+                f"recorded text, a string (first at {first} of the trace)"
+            ),
+        )
+
+
+def _rewritten(
+    trace: Trace,
+    rewrite: Callable[[Any, tuple[str | int, ...], list[Any]], Any],
+    code: str,
+    message: Callable[[int, str], str],
+) -> Trace:
+    """`trace` with every value `rewrite` changes changed (it notes each place it changes), and a
+    warning `code` saying so: `message(how many, the first place)`; `trace` itself when none is."""
+    places: list[tuple[str | int, ...]] = []
+    data = rewrite(trace.model_dump(by_alias=True), (), places)
+    if not places:
+        return trace
+    warning = {"code": code, "message": message(len(places), json_path(places[0]))}
+    data["fidelity"]["warnings"].append(warning)
+    return Trace.model_validate(data)
 
 
 def _numbers_to_text(value: Any, loc: tuple[str | int, ...], places: list[Any]) -> Any:
