@@ -8,6 +8,7 @@ pydantic `ValidationError` into "file: $.json.path: what was expected; got what"
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -121,7 +122,7 @@ def read_json(path: str | Path, *, what: str) -> Any:
     if not text.strip():
         raise InputError(f"{source}: empty file, expected {what}")
     try:
-        return loads(text)
+        return loads(text, parse_float=finite_float)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
@@ -140,14 +141,41 @@ def loads(text: str, parse_float: Callable[[str], Any] | None = None) -> Any:
         return json.loads(text, parse_constant=reject_constant, parse_float=parse_float)
     except json.JSONDecodeError:
         raise
+    except _Infinite as number:
+        raise _error_at(
+            text,
+            number.text,
+            f"{number.text} is beyond the range of a double (JSON has no infinity, so car would "
+            "write it as null); write a smaller number, or the value as a string",
+        ) from None
     except ValueError:
         try:  # again, to find the integer: only a failed parse pays for it
             json.loads(
                 text, parse_constant=reject_constant, parse_float=parse_float, parse_int=_whole_number
             )
         except _LongInteger as long:
-            raise _long_integer_error(text, long.digits) from None
+            digits = long.digits
+            n = len(digits.lstrip("-"))
+            limit = sys.get_int_max_str_digits()
+            raise _error_at(
+                text, digits, f"an integer of {n} digits, more than the {limit} car reads"
+            ) from None
         raise
+
+
+def finite_float(text: str) -> float:
+    """For `loads(parse_float=...)`: a number as a double; one beyond a double's range (`1e400`) is
+    refused at its place, as a file car wrote cannot hold it (JSON has no infinity)."""
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    raise _Infinite(text)
+
+
+class _Infinite(ValueError):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
 
 
 class _LongInteger(ValueError):
@@ -163,16 +191,11 @@ def _whole_number(digits: str) -> int:
         raise _LongInteger(digits) from None
 
 
-def _long_integer_error(text: str, digits: str) -> json.JSONDecodeError:
-    # The first place the digits stand as a number (not inside a longer one); a string holding the
-    # same thousands of digits before it is not worth a tokenizer.
-    found = re.search(rf"(?<![0-9.\-]){re.escape(digits)}(?![0-9.eE])", text)
-    n = len(digits.lstrip("-"))
-    return json.JSONDecodeError(
-        f"an integer of {n} digits, more than the {sys.get_int_max_str_digits()} car reads",
-        text,
-        found.start() if found else 0,
-    )
+def _error_at(text: str, literal: str, message: str) -> json.JSONDecodeError:
+    """A JSON error at the first place `literal`, a number, stands as a number in `text` (not inside
+    a longer one; a string holding the same characters before it is not worth a tokenizer)."""
+    found = re.search(rf"(?<![0-9.\-]){re.escape(literal)}(?![0-9.eE])", text)
+    return json.JSONDecodeError(message, text, found.start() if found else 0)
 
 
 def reject_constant(name: str) -> float:

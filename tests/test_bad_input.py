@@ -104,10 +104,11 @@ CORPUS: dict[str, tuple[str | bytes, str]] = {
         _edit(_set(["steps", 1, "sampling"], {"temperature": -1})),
         "$.steps[1].sampling.temperature:",
     ),
-    # 1e400 parses as inf: a recorded temperature is sent, and a JSON body cannot hold it.
+    # 1e400 parses as inf: a recorded temperature is sent, and a JSON body cannot hold it. Any
+    # number beyond a double's range is refused where it is read, before the fields are checked.
     "temperature-overflow": (
         _edit(_set(["steps", 1, "sampling"], {"temperature": 0.125})).replace("0.125", "1e400"),
-        "$.steps[1].sampling.temperature: expected a finite number",
+        "1e400 is beyond the range of a double",
     ),
     # A valid JSON escape that UTF-8 cannot encode: car could not hash, store or write the trace.
     "lone-surrogate": (
@@ -353,3 +354,36 @@ def test_reading_json_names_a_long_integer_without_a_second_parse_of_good_files(
     with pytest.raises(json.JSONDecodeError) as info:
         loads('{"a": 1,\n "b": ' + "1" * 4301 + "}")
     assert (info.value.lineno, info.value.colno) == (2, 7)
+
+
+@pytest.mark.parametrize("command", ["validate", "blame", "import"])
+def test_a_number_beyond_a_double_in_a_car_trace_is_refused_at_its_place(
+    run_cli: Callable[..., Any], tmp_path: Path, command: str
+) -> None:
+    """1e400 in a car trace (metadata, arguments, ...) parsed as infinity, which validated and was
+    written as null (`car import` turned the value into null without a word)."""
+    trace = json.loads((TRACES / "pivot.json").read_text())
+    trace["metadata"]["cost"] = 1.0
+    doc = json.dumps(trace, indent=2).replace('"cost": 1.0', '"cost": -1e400', 1)
+    line = doc[: doc.index("-1e400")].count("\n") + 1
+    column = len(doc[: doc.index("-1e400")].rsplit("\n", 1)[-1]) + 1
+    path = tmp_path / "inf.json"
+    path.write_text(doc)
+    res = run_cli(command, path)
+    assert res.code == 2
+    assert res.err == (
+        f"car: error: {path}: line {line} column {column}: invalid JSON: -1e400 is beyond the range "
+        "of a double (JSON has no infinity, so car would write it as null); write a smaller number, "
+        "or the value as a string\n"
+    ), res.err
+
+
+def test_finite_numbers_and_such_text_in_strings_still_load(tmp_path: Path) -> None:
+    from car.trace import load_trace
+
+    trace = json.loads((TRACES / "pivot.json").read_text())
+    trace["metadata"].update(big=1e300, note="1e400 is text here")
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(trace))
+    loaded = load_trace(path)
+    assert (loaded.metadata["big"], loaded.metadata["note"]) == (1e300, "1e400 is text here")

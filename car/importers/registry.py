@@ -8,11 +8,13 @@ would also accept. A sniffer that raises is treated as "not mine": detection nev
 from __future__ import annotations
 
 import difflib
+import json
 from importlib.metadata import entry_points
 from typing import Any
 
 from car.errors import InputError, SpecError
 from car.importers.base import Document, Importer
+from car.jsonfile import finite_float, loads
 from car.trace import TRACE_VERSION, Trace, parse_trace
 
 __all__ = ["NativeTrace", "detect", "get_importer", "importers"]
@@ -41,7 +43,21 @@ class NativeTrace:
                 f"{doc.path}: $.version: missing; expected {TRACE_VERSION!r} (--from car reads "
                 "car's own traces; without --from, car sniffs which format this is)"
             )
+        if doc.may_hold_huge_numbers:
+            _refuse_huge_numbers(doc)
         return [parse_trace(doc.data, source=doc.path)]
+
+
+def _refuse_huge_numbers(doc: Document) -> None:
+    """A number beyond a double's range (`1e400`) in a native trace is refused at its place, as
+    `load_trace` refuses it: car would write it as null (JSON has no infinity). A foreign log keeps
+    it as text, with a warning; a trace of car's own has no warnings to say so in."""
+    try:
+        loads(doc.raw.decode("utf-8-sig"), parse_float=finite_float)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{doc.path}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from None
 
 
 def _builtins() -> list[Importer]:
