@@ -35,7 +35,7 @@ from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason
 from car.outputs import counts_line, jsonl_line, render_output
 from car.report import Report
-from car.stdout import keep
+from car.stdout import keep, refused
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
 from car.tracefiles import same_file
@@ -204,17 +204,11 @@ def write_report(path: Path, text: str) -> None:
         raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 
 
-def _keep(text: str, path: Path) -> str:
-    """Save a report that could not go where asked, so the attribution already paid for is kept
-    (stdout may be a terminal, where an HTML page or a long JSON helps nobody)."""
-    return keep(text, path.suffix)
-
-
 def _kept_from_stdout(text: str, fmt: OutputFormat, reason: str) -> None:
-    """Say that stdout refused the report, and where it was saved instead."""
+    """Say that stdout refused the report, and where it was saved instead (the attribution already
+    paid for is kept)."""
     suffix = {"table": "txt", "markdown": "md", "github": "md", "junit": "xml"}.get(fmt.value, fmt.value)
-    kept = _keep(text, Path(f"stdout.{suffix}"))
-    print(f"car: error: stdout: cannot write the report ({reason}); {kept}", file=sys.stderr)
+    print(f"car: error: {refused('the report', reason, text, f'.{suffix}')}", file=sys.stderr)
 
 
 def _unreported_prices(prices: Mapping[str, float], results: Sequence[TraceResult]) -> str | None:
@@ -398,7 +392,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if path is not None and path in stream_failed:
             text = render_output(fmt, results, batch=batch)
             reason = f"{path}: cannot write the report ({stream_failed[path]})"
-            print(f"car: error: {reason}; {_keep(text, path)}", file=sys.stderr)
+            print(f"car: error: {reason}; {keep(text, path.suffix)}", file=sys.stderr)
             write_failed = True
             continue
         if path is None and stdout_failed and fmt is OutputFormat.jsonl:
@@ -428,7 +422,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             write_report(path, text)
         except InputError as exc:
             # Nothing computed is lost: the report goes to a file of its own, never to a terminal.
-            print(f"car: error: {exc}; {_keep(text, path)}", file=sys.stderr)
+            print(f"car: error: {exc}; {keep(text, path.suffix)}", file=sys.stderr)
             write_failed = True
         else:
             say(f"{fmt.value} report written to {path}")

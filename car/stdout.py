@@ -10,7 +10,7 @@ import tempfile
 
 from car.jsonfile import os_reason
 
-__all__ = ["StdoutWriter", "keep"]
+__all__ = ["StdoutWriter", "keep", "refused"]
 
 
 def keep(text: str, suffix: str, prefix: str = "car-report-") -> str:
@@ -22,6 +22,12 @@ def keep(text: str, suffix: str, prefix: str = "car-report-") -> str:
     except OSError as exc:
         return f"could not save it elsewhere either ({os_reason(exc)})"
     return f"saved it to {name} instead"
+
+
+def refused(what: str, reason: str, text: str, suffix: str, prefix: str = "car-report-") -> str:
+    """The error for `text` (`what`: "the report") that stdout refused for `reason`: it is saved to a
+    file of its own (`keep`), and the message says where."""
+    return f"stdout: cannot write {what} ({reason}); {keep(text, suffix, prefix)}"
 
 
 class StdoutWriter:
@@ -52,6 +58,9 @@ class StdoutWriter:
                 self.failed = os_reason(exc)
         if self.failed is None:
             return False
-        kept = keep("".join(self._parts), self.suffix, self.prefix)
-        print(f"car: error: stdout: cannot write {self.what} ({self.failed}); {kept}", file=sys.stderr)
+        text = "".join(self._parts)
+        print(
+            f"car: error: {refused(self.what, self.failed, text, self.suffix, self.prefix)}",
+            file=sys.stderr,
+        )
         return True

@@ -19,7 +19,7 @@ from pathlib import Path
 from car.errors import InputError
 from car.importers.base import MAX_NESTING, nested_too_deep
 from car.jsonfile import os_reason
-from car.stdout import keep
+from car.stdout import refused
 from car.trace import Trace
 from car.tracefiles import is_folder, same_file
 
@@ -78,8 +78,8 @@ def _to_stdout(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as exc:
-        kept = keep(text, ".json", prefix="car-trace-")
-        raise InputError(f"stdout: cannot write the trace ({os_reason(exc)}); {kept}") from None
+        message = refused("the trace", os_reason(exc), text, ".json", prefix="car-trace-")
+        raise InputError(message) from None
 
 
 def _summary(trace: Trace) -> str:
