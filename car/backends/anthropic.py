@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from car.backends.common import ServerPolicy, api_key, sampling_params
+from car.backends.common import ServerPolicy, api_key, http_backend, sampling_params
 from car.backends.http import HttpBackend, HTTPStatusFailure, notice
 from car.backends.options import BackendOptions, describe_thinking, server_url, thinking_config
 from car.backends.wire import (
@@ -52,16 +52,7 @@ def anthropic_backend(opts: BackendOptions, *, name: str = "anthropic") -> HttpB
     headers = {"anthropic-version": ANTHROPIC_VERSION}
     if key:
         headers["x-api-key"] = key
-    return HttpBackend(
-        name,
-        base,
-        headers,
-        secrets=(key,) if key else (),
-        timeout=opts.timeout,
-        max_attempts=opts.max_attempts,
-        max_concurrency=opts.max_concurrency,
-        backoff_base=opts.backoff_base,
-    )
+    return http_backend(name, base, headers, key, opts)
 
 
 async def messages_call(http: HttpBackend, body: dict[str, Any], *, source: str = "") -> Draw:

@@ -120,6 +120,23 @@ def api_key(
     return None
 
 
+def http_backend(
+    name: str, base_url: str, headers: dict[str, str], key: str | None, opts: BackendOptions
+) -> HttpBackend:
+    """The vendor backend's HTTP client for `base_url`, sending `headers` (which carry `key`, kept
+    out of every error message) with the retry, timeout and concurrency settings of `opts`."""
+    return HttpBackend(
+        name,
+        base_url,
+        headers,
+        secrets=(key,) if key else (),
+        timeout=opts.timeout,
+        max_attempts=opts.max_attempts,
+        max_concurrency=opts.max_concurrency,
+        backoff_base=opts.backoff_base,
+    )
+
+
 def _key_env_source(name: str) -> str:
     """Where the `api_key_env` setting `name` came from, as `server_url` names a base URL's source:
     a `CAR_API_KEY_ENV` variable or the configuration file that holds this name (the command line

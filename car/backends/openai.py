@@ -24,7 +24,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from car.backends.common import ServerPolicy, api_key, recorded_models, sampling_params
+from car.backends.common import (
+    ServerPolicy,
+    api_key,
+    http_backend,
+    recorded_models,
+    sampling_params,
+)
 from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, server_url
 from car.backends.wire import (
@@ -70,16 +76,7 @@ def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend
     base = server_url(opts, "OPENAI_BASE_URL", OPENAI_URL)
     key = api_key(opts, "OPENAI_API_KEY", base_url=base, vendor_url=OPENAI_URL, vendor="OpenAI")
     headers = {"authorization": f"Bearer {key}"} if key else {}
-    return HttpBackend(
-        name,
-        base,
-        headers,
-        secrets=(key,) if key else (),
-        timeout=opts.timeout,
-        max_attempts=opts.max_attempts,
-        max_concurrency=opts.max_concurrency,
-        backoff_base=opts.backoff_base,
-    )
+    return http_backend(name, base, headers, key, opts)
 
 
 async def _accepts(http: HttpBackend, body: Mapping[str, Any]) -> dict[str, Any] | None:
