@@ -442,7 +442,8 @@ def reasoning_sealed(part: dict[str, Any]) -> bool:
 
 
 def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> list[Msg]:
-    """Messages flattened as `{prefix}.N.role|content|tool_call_id|tool_calls.M.*` (OpenLLMetry).
+    """Messages flattened as `{prefix}.N.role|content|name|tool_call_id|tool_calls.M.*` (OpenLLMetry;
+    its older versions wrote a legacy function call as `{prefix}.N.function_call.name|arguments`).
 
     OpenLLMetry writes a content that is a list of parts (OpenAI) or blocks (Anthropic) as its JSON
     text: it is read as those parts (`_flat_parts`), not kept as JSON. A refusal, which it writes
@@ -459,9 +460,16 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
             part = {"type": "reasoning", "content": as_text(content)}
             thinking.append((span.place(f"{key}.content"), part))
             continue
-        msg = Msg(role=role)
+        msg = Msg(role=role, name=fields["name"] if isinstance(fields.get("name"), str) else None)
         msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
-        msg.calls = _flat_calls(span, fields, key, "tool_calls", ("id", "name", "arguments"), i)
+        msg.calls = _flat_calls(span, fields, key, "tool_calls", _FLAT_CALL, i)
+        legacy = {
+            k.removeprefix("function_call."): v
+            for k, v in fields.items()
+            if k.startswith("function_call.")
+        }
+        if legacy and not msg.calls:  # older OpenLLMetry: a legacy function call, no id
+            msg.calls = [_flat_call(span, legacy, f"{key}.function_call", _FLAT_CALL, f"call_{i}_0")]
         parts = _json_parts(content, role)
         results: list[Msg] = []
         if parts is None:
@@ -576,7 +584,8 @@ def _block_text(content: Any, at: At, b: Builder, unimported: Unimported) -> str
     return "\n".join(texts)
 
 
-# OpenInference's names for a flattened call's id, name and arguments
+# OpenLLMetry's and OpenInference's names for a flattened call's id, name and arguments
+_FLAT_CALL = ("id", "name", "arguments")
 _OI_CALL = ("tool_call.id", "tool_call.function.name", "tool_call.function.arguments")
 
 
@@ -687,15 +696,12 @@ _ROLE_MAP: dict[str, Literal["system", "user", "assistant", "tool"]] = {
     "assistant": "assistant",
     "model": "assistant",
     "tool": "tool",
+    "function": "tool",  # a result of OpenAI's legacy function calling
 }
 
 
 def to_message(m: Msg) -> Message:
-    role = (
-        m.role
-        if m.role in ("system", "user", "assistant", "tool")
-        else ("system" if m.role == "developer" else "assistant" if m.role == "model" else "user")
-    )
+    role = _ROLE_MAP.get(m.role, "user")
     return Message(
         role=role,
         content=m.text,

@@ -197,6 +197,7 @@ class OtlpJson:
         early = self._attach_tools(b, spans, steps)
         if failed:
             self._failed(b, trace_id, failed, bool(steps or early))
+        _answer_function_results(b, steps)
         self._observations_from_inputs(steps)
         for t, call, result in early:
             # A tool ran before the first model call (setup, a retrieval): the environment's step.
@@ -377,6 +378,34 @@ class OtlpJson:
                 open_ = [i for i in earlier if not answered(i, m.call_id)]
                 if open_ and seen[m.call_id] > len(earlier) - len(open_):
                     steps[open_[0]]["obs"].append((m.call_id, m.text, m.error))
+
+
+def _answer_function_results(b: Builder, steps: list[dict[str, Any]]) -> None:
+    """Give the results of OpenAI's legacy function calling the id of the call they answer.
+
+    That API records no call ids: a result is a message of role `function` naming the function, or
+    nothing at all (OpenLLMetry writes neither an id nor the name). Each input repeats the earlier
+    results in order, so in each input they answer the calls the steps before it made, in order: a
+    result answers the first call no earlier result of that input answered, the first of its name
+    when it names one, as `openai-chat` pairs results without an id. It becomes the tool message of
+    that call, as a result with an id is.
+    """
+    for k, st in enumerate(steps):
+        left = [c for earlier in steps[:k] for c in earlier["calls"]]
+        for m in st["inputs"]:
+            if m.role != "function" or m.call_id:
+                continue
+            call = next((c for c in left if m.name is None or c.name == m.name), None)
+            if call is None:
+                continue
+            left.remove(call)
+            m.role, m.call_id = "tool", call.id
+            b.warn(
+                "results-paired-by-order",
+                "function results (OpenAI's legacy function calling, which records no call ids) "
+                "were paired with the calls made before them, in order (by function name where the "
+                "result names one)",
+            )
 
 
 # What a call rebuilt from a tool span is named by, refused when there is none

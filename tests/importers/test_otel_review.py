@@ -157,6 +157,61 @@ def test_openllmetry_embedding_spans_are_not_model_calls(tmp_path: Path) -> None
     assert len(t.steps) == 1
 
 
+def _legacy_call(sid: int, prompts: dict[str, str], completions: dict[str, str]) -> dict[str, Any]:
+    """A call of OpenAI's legacy function-calling API as OpenLLMetry flattens it: no call ids."""
+    attrs = {"llm.request.type": "chat", "gen_ai.request.model": "gpt-3.5-turbo"}
+    attrs |= {f"gen_ai.prompt.{k}": v for k, v in prompts.items()}
+    attrs |= {f"gen_ai.completion.{k}": v for k, v in completions.items()}
+    return _span(sid, attrs, name="openai.chat")
+
+
+def test_legacy_function_results_answer_the_calls_made_before_them(tmp_path: Path) -> None:
+    ask = {"0.role": "user", "0.content": "weather in Paris, then Rome?"}
+    paris = {"1.role": "assistant", "2.role": "function", "2.content": "18C"}
+    calls = [
+        _legacy_call(
+            1,
+            ask,
+            {
+                "0.role": "assistant",
+                "0.tool_calls.0.name": "weather",  # OpenLLMetry: the function_call, without an id
+                "0.tool_calls.0.arguments": '{"city": "Paris"}',
+            },
+        ),
+        _legacy_call(
+            2,
+            ask | paris,
+            {
+                "0.role": "assistant",
+                "0.function_call.name": "weather",  # its older versions
+                "0.function_call.arguments": '{"city": "Rome"}',
+            },
+        ),
+        _legacy_call(
+            3,
+            ask
+            | paris
+            | {"3.role": "assistant", "4.role": "function", "4.name": "weather"}
+            | {"4.content": "21C"},
+            {"0.role": "assistant", "0.content": "18C and 21C."},
+        ),
+    ]
+    (t,) = import_file(_write(tmp_path, _otlp(*calls)))
+    assert [[(o.call_id, o.content) for o in s.observations] for s in t.steps] == [
+        [("call_0_0", "18C")],
+        [("call_0_0", "21C")],
+        [],
+    ]
+    assert [c.signature() for c in t.steps[1].action.tool_calls] == ['weather({"city":"Rome"})']
+    context = t.steps[2].context or ()
+    assert [(m.role, m.content, m.tool_call_id) for m in context][2:] == [
+        ("tool", "18C", "call_0_0"),
+        ("assistant", "", None),
+        ("tool", "21C", "call_0_0"),
+    ]
+    assert "function results" in _warning(t, "results-paired-by-order")
+
+
 # -- failed calls ---------------------------------------------------------------------------------
 
 
