@@ -4,7 +4,8 @@ The `.eval` zip layout changes between releases, so car reads logs only through
 `inspect_ai.log.read_eval_log` (the optional extra `car-blame[inspect]`) and converts the dumped log.
 One trace per sample (and epoch): each `model` event is a decision step whose context is the event's
 exact input, with its tools and generation config (temperature, top_p, seed, max_tokens); each `tool`
-event is the observation of the call with its id (a result given as content is its text); the
+event is the observation of the call with its id (a result given as content is its text; a failed
+call's error message when it returned nothing, in a later input's tool message too); the
 sample's first score gives the outcome (an incorrect answer is the failure). The actor is the
 enclosing agent span's name, else "assistant".
 A sample that errored before any model call (a rate limit, a cancel: routine in a large eval) is
@@ -136,6 +137,8 @@ def _message(value: Any, at: At, b: Builder, reasoning: list[tuple[At, dict[str,
         else content,
         at / "content",
     )
+    if role == "tool":
+        text = _with_error(text, m.get("error"))
     if "attachment://" in text:
         b.warn(
             "attachments-unresolved",
@@ -174,6 +177,13 @@ def _tool_result(value: Any, at: At, b: Builder) -> str:
             )
         return text_of(parts, at)  # its text parts (media and reasoning have none)
     return json.dumps(value, ensure_ascii=False)
+
+
+def _with_error(text: str, error: Any) -> str:
+    """A tool's result as text: a call that failed (its `ToolCallError`) and returned nothing has
+    the error's message as its result, in a tool event and in a later call's input alike."""
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if not text and isinstance(message, str) else text
 
 
 def _call(value: Any, at: At) -> ToolCall:
@@ -256,10 +266,8 @@ def _sample(doc: Document, value: Any, at: At, task: Any) -> Trace:
             )
         elif kind == "tool":
             call_id = (here / "id").string(ev.get("id"), "the tool call id")
-            content = _tool_result(ev.get("result"), here / "result", b)
             error = ev.get("error")
-            if isinstance(error, dict) and isinstance(error.get("message"), str):
-                content = content or error["message"]
+            content = _with_error(_tool_result(ev.get("result"), here / "result", b), error)
             if not b.observe(call_id, content, is_error=error is not None):
                 b.observe_orphan(call_id, content, is_error=error is not None)
         elif isinstance(kind, str) and "compact" in kind:

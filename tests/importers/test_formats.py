@@ -233,6 +233,30 @@ def test_inspect_model_names_become_what_their_api_knows(name: str, api: str) ->
     assert t.steps[0].sampling is not None and t.steps[0].sampling.model == api
 
 
+def test_an_inspect_tool_error_is_the_result_in_the_tool_event_and_in_later_inputs() -> None:
+    error = {"type": "parsing", "message": "x must be a number"}
+    call = {"id": "c1", "function": "add", "arguments": {"x": "one"}}
+    asked = [{"role": "user", "content": "add one"}]
+    called = {"role": "assistant", "content": "", "tool_calls": [call]}
+    failed = {"role": "tool", "content": "", "tool_call_id": "c1", "function": "add", "error": error}
+    events = [
+        {"event": "model", "model": "m", "input": asked, "output": {"choices": [{"message": called}]}},
+        {"event": "tool", "id": "c1", "function": "add", "result": "", "error": error},
+        {
+            "event": "model",
+            "model": "m",
+            "input": [*asked, called, failed],
+            "output": {"choices": [{"message": {"role": "assistant", "content": "Sorry."}}]},
+        },
+    ]
+    log = {"version": 2, "eval": {"task": "t"}, "samples": [{"id": 1, "events": events}]}
+    (t,) = convert_log(log, Document("log.json", b"", "json", log))
+    assert [(o.content, o.is_error) for o in t.steps[0].observations] == [("x must be a number", True)]
+    context = t.steps[1].context
+    assert isinstance(context, tuple)
+    assert (context[2].tool_call_id, context[2].content) == ("c1", "x must be a number")
+
+
 def test_formats_lists_every_builtin() -> None:
     names = [n for n, _ in formats()]
     for n in (
