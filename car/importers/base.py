@@ -197,16 +197,36 @@ class At:
         return json_path(self.loc)
 
     def fail(self, expected: str, got: Any = ..., *, detail: str | None = None) -> NoReturn:
-        msg = f"{self.doc.path}: {self.where()}: expected {expected}"
-        if got is not ...:
-            msg += f", got {describe(got)}"
+        """Refuse the value `got` found here: "expected X, got Y". A None for a key the document
+        does not hold (`dict.get` of a missing key) is said to be missing, not null."""
+        if got is None and self._absent():
+            msg = f"{self.doc.path}: {self.where()}: missing; expected {expected}"
+        else:
+            msg = f"{self.doc.path}: {self.where()}: expected {expected}"
+            if got is not ...:
+                msg += f", got {describe(got)}"
         if detail:
             msg += f" ({detail})"
         raise InputError(msg)
 
-    def missing(self, expected: str) -> NoReturn:
-        """This place is absent from its object (where null would be "expected ..., got null")."""
-        raise InputError(f"{self.doc.path}: {self.where()}: missing; expected {expected}")
+    def _absent(self) -> bool:
+        """Whether this place is a key its object in the document lacks, looking into JSON text
+        where the place goes on inside a string (OTel message content). A place the parsed document
+        does not show (in a log another library read) is not known to be absent."""
+        if not self.loc or not isinstance(self.loc[-1], str):
+            return False
+        node = self.doc.data
+        for part in self.loc[:-1]:
+            if isinstance(node, str):
+                try:
+                    node = _loads(node)
+                except (ValueError, RecursionError):
+                    return False
+            listed = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+            if not (listed or (isinstance(node, dict) and part in node)):
+                return False
+            node = node[part]
+        return isinstance(node, dict) and self.loc[-1] not in node
 
     # -- typed access: each returns the value or fails naming this place ----------------------
     def obj(self, value: Any, what: str = "an object") -> dict[str, Any]:

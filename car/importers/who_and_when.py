@@ -62,9 +62,9 @@ class WhoAndWhen:
     def convert(self, doc: Document) -> list[Trace]:
         at = doc.at
         data = at.obj(doc.data, "a Who&When log (a JSON object)")
-        if "history" not in data:
-            (at / "history").missing("an array of messages ({content, role, name?})")
-        history = (at / "history").arr(data.get("history"))
+        history = (at / "history").arr(
+            data.get("history"), "an array of messages ({content, role, name?})"
+        )
         if not history:
             (at / "history").fail("at least one message", detail="the history is empty")
         prompts_raw = data.get("system_prompt")

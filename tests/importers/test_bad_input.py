@@ -118,7 +118,7 @@ CORPUS: list[tuple[str, str, str]] = [
     (
         "chat-tool-id.json",
         json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]}),
-        "$.messages[1].tool_call_id: expected the id of the tool call this message answers, got null",
+        "$.messages[1].tool_call_id: missing; expected the id of the tool call this message answers",
     ),
     (
         "chat-fn-name.json",
@@ -130,7 +130,34 @@ CORPUS: list[tuple[str, str, str]] = [
                 ]
             }
         ),
+        "$.messages[1].tool_calls[0].function.name: missing; expected the tool name",
+    ),
+    # a key the file holds as null is null, not missing (in JSON Lines and OTel content too)
+    (
+        "chat-fn-name-null.json",
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": None}}]},
+                ]
+            }
+        ),
         "$.messages[1].tool_calls[0].function.name: expected the tool name, got null",
+    ),
+    (
+        "chats-fn-name.jsonl",
+        "\n".join(
+            json.dumps({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", **fn}]}]})
+            for fn in ({"function": {}}, {"function": {"name": None}})
+        ),
+        "line 1: $.messages[0].tool_calls[0].function.name: missing; expected the tool name; none",
+    ),
+    (
+        "otel-part-name-null.json",
+        otlp_output([{"role": "assistant", "parts": [{"type": "tool_call", "id": "c", "name": None}]}]),
+        "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].parts[0].name: "
+        "expected the tool name, got null",
     ),
     # OpenAI's custom (free-form) tool calls: {id, type: "custom", custom: {name, input}}
     (
@@ -146,7 +173,7 @@ CORPUS: list[tuple[str, str, str]] = [
                 ]
             }
         ),
-        "$.messages[1].tool_calls[0].custom.name: expected the tool name, got null",
+        "$.messages[1].tool_calls[0].custom.name: missing; expected the tool name",
     ),
     (
         "chat-custom-input-object.json",
@@ -176,7 +203,7 @@ CORPUS: list[tuple[str, str, str]] = [
                 ]
             }
         ),
-        "$.messages[1].tool_calls[0].custom: expected a custom tool call {name, input}, got null",
+        "$.messages[1].tool_calls[0].custom: missing; expected a custom tool call {name, input}",
     ),
     (
         "otel-custom-call-no-name.json",
@@ -189,7 +216,7 @@ CORPUS: list[tuple[str, str, str]] = [
             ]
         ),
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].tool_calls[0]"
-        ".custom.name: expected the tool name, got null",
+        ".custom.name: missing; expected the tool name",
     ),
     (
         "chat-call-id-bool.json",
@@ -239,12 +266,12 @@ CORPUS: list[tuple[str, str, str]] = [
                 ],
             }
         ),
-        "$.messages[1].content[0].id: expected the tool_use id (a string or an integer), got null",
+        "$.messages[1].content[0].id: missing; expected the tool_use id (a string or an integer)",
     ),
     (
         "responses-call-id.json",
         json.dumps([{"type": "function_call", "name": "f", "arguments": "{}"}]),
-        "$[0].call_id: expected the call_id (a string or an integer), got null",
+        "$[0].call_id: missing; expected the call_id (a string or an integer)",
     ),
     (
         "otel-int.json",
@@ -383,7 +410,7 @@ CORPUS: list[tuple[str, str, str]] = [
             ]
         ),
         "$.resourceSpans[0].scopeSpans[0].spans[0].attributes[1].value.stringValue[0].parts[1].name: "
-        "expected the tool name, got null",
+        "missing; expected the tool name",
     ),
     (
         "otel-openai-style-no-name.json",

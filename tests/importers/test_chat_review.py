@@ -172,8 +172,9 @@ def test_an_id_less_result_that_cannot_be_paired_names_its_place(
         {"role": "tool", "content": "again", **extra},
     ]
     message = error(write(tmp_path, {"messages": data}))
-    assert ": $.messages[3].tool_call_id: expected the id of the tool call this message answers" in (
-        message
+    assert (
+        ": $.messages[3].tool_call_id: missing; expected the id of the tool call this message answers"
+        in (message)
     )
     assert detail in message
 
@@ -184,7 +185,9 @@ def test_id_less_results_never_pair_with_calls_that_have_ids(tmp_path: Path) -> 
         {"role": "assistant", "tool_calls": [{"id": "c1", **ollama_call("f")}]},
         {"role": "tool", "content": "r"},
     ]
-    assert "$.messages[2].tool_call_id: expected the id" in error(write(tmp_path, {"messages": data}))
+    assert "$.messages[2].tool_call_id: missing; expected the id" in error(
+        write(tmp_path, {"messages": data})
+    )
 
 
 # -- 4. values nested too deep to write ------------------------------------------------------------

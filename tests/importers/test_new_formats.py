@@ -296,7 +296,7 @@ BAD: list[tuple[str, Any, str]] = [
     (
         "mini-item.traj.json",
         {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": [{"type": "message"}]},
-        "$.messages[0].role: expected a role (system, user, assistant, tool or exit), got null "
+        "$.messages[0].role: missing; expected a role (system, user, assistant, tool or exit) "
         "(a Responses API item",
     ),
     (
@@ -330,7 +330,7 @@ BAD: list[tuple[str, Any, str]] = [
             "schema_version": "ATIF-v1.4",
             "steps": [{"source": "agent", "message": "", "tool_calls": [{"tool_call_id": "c"}]}],
         },
-        "$.steps[0].tool_calls[0].function_name: expected the tool name, got null",
+        "$.steps[0].tool_calls[0].function_name: missing; expected the tool name",
     ),
     (
         "atif-results.json",

@@ -172,7 +172,10 @@ def test_null_content_and_null_system_prompts_are_accepted(tmp_path: Path) -> No
     ("body", "says"),
     [
         ({}, "$.history: missing; expected an array of messages ({content, role, name?})"),
-        ({"history": None}, "$.history: expected an array, got null"),
+        (
+            {"history": None},
+            "$.history: expected an array of messages ({content, role, name?}), got null",
+        ),
     ],
 )
 def test_a_log_without_history_says_it_is_missing(
