@@ -655,58 +655,70 @@ class Builder:
             trace,
             _replace_surrogates,
             "invalid-unicode",
-            lambda n, first: (
-                f"{n} text value{'s' if n != 1 else ''} held a lone UTF-16 surrogate "
-                "(half of a character, such as an emoji cut in two), which UTF-8 cannot encode; each "
-                f"was replaced with U+FFFD (first at {first} of the trace)"
+            lambda places: (
+                f"{len(places)} text value{'s' if len(places) != 1 else ''} held a lone UTF-16 "
+                "surrogate (half of a character, such as an emoji cut in two), which UTF-8 cannot "
+                f"encode; each was replaced with U+FFFD (first at {json_path(places[0])} of the trace)"
             ),
         )
 
     def _numbers_as_text(self, trace: Trace) -> Trace:
-        """Keep numbers a trace file cannot hold (`1e400` is infinite as a double, and JSON has no
-        infinity: it was written as null) as their recorded text, a string, and say so.
+        """Keep numbers a trace file cannot hold (`1e400` is infinite as a double; NaN and Infinity,
+        which JSON text inside a string may hold; JSON has neither, so they were written as null) as
+        their recorded text, a string, and say so.
 
-        Only a file that may hold one is searched (`Document.may_hold_huge_numbers`).
+        Only a file that may hold one is searched (`Document.may_hold_huge_numbers`, or a NaN or
+        Infinity literal in its text).
         """
-        if not self.doc.may_hold_huge_numbers:
+        if not (self.doc.may_hold_huge_numbers or _NOT_FINITE.search(self.doc.raw)):
             return trace
-        return _rewritten(
-            trace,
-            _numbers_to_text,
-            "number-out-of-range",
-            lambda n, first: (
-                f"{n} number{'s' if n != 1 else ''} beyond the range of a double, which a trace "
-                "file cannot hold (1e400 is infinite, and JSON has no infinity); each is kept as its "
-                f"recorded text, a string (first at {first} of the trace)"
-            ),
-        )
+        return _rewritten(trace, _numbers_to_text, "number-out-of-range", _numbers_kept)
 
 
 def _rewritten(
     trace: Trace,
     rewrite: Callable[[Any, tuple[str | int, ...], list[Any]], Any],
     code: str,
-    message: Callable[[int, str], str],
+    message: Callable[[list[Any]], str],
 ) -> Trace:
     """`trace` with every value `rewrite` changes changed (it notes each place it changes), and a
-    warning `code` saying so: `message(how many, the first place)`; `trace` itself when none is."""
-    places: list[tuple[str | int, ...]] = []
+    warning `code` saying so: `message(the places noted)`; `trace` itself when none is."""
+    places: list[Any] = []
     data = rewrite(trace.model_dump(by_alias=True), (), places)
     if not places:
         return trace
-    warning = {"code": code, "message": message(len(places), json_path(places[0]))}
-    data["fidelity"]["warnings"].append(warning)
+    data["fidelity"]["warnings"].append({"code": code, "message": message(places)})
     return Trace.model_validate(data)
+
+
+def _numbers_kept(places: list[tuple[tuple[str | int, ...], str]]) -> str:
+    """What `_numbers_to_text` did, from its places: (where, the recorded text)."""
+    literals = sum(text in _LITERALS for _, text in places)
+    huge = len(places) - literals
+    what = []
+    if huge:
+        what.append(f"{huge} number{'s' if huge != 1 else ''} beyond the range of a double (1e400)")
+    if literals:
+        what.append(
+            f"{literals} NaN or Infinity value{'s' if literals != 1 else ''} (not JSON numbers, "
+            "though Python's json module writes them)"
+        )
+    return (
+        f"{' and '.join(what)}, which a trace file cannot hold (JSON has no infinity or NaN); each "
+        f"is kept as its recorded text, a string (first at {json_path(places[0][0])} of the trace)"
+    )
 
 
 def _numbers_to_text(value: Any, loc: tuple[str | int, ...], places: list[Any]) -> Any:
     if isinstance(value, float):
         if math.isfinite(value):
             return value
-        places.append(loc)
         if isinstance(value, _Overflow):
-            return value.text
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            text = value.text
+        else:
+            text = "NaN" if math.isnan(value) else ("-Infinity" if value < 0 else "Infinity")
+        places.append((loc, text))
+        return text
     if isinstance(value, dict):
         return {k: _numbers_to_text(v, (*loc, k), places) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -715,6 +727,8 @@ def _numbers_to_text(value: Any, loc: tuple[str | int, ...], places: list[Any]) 
 
 
 _HUGE_NUMBER = re.compile(rb"[eE][+-]?0*[1-9][0-9]{2}|[0-9]{309}")
+_LITERALS = ("NaN", "Infinity", "-Infinity")  # Python's json module writes and reads them
+_NOT_FINITE = re.compile(rb"NaN|Infinity")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -760,3 +760,17 @@ def test_json_text_that_is_no_part_list_stays_text(tmp_path: Path) -> None:
     (t,) = import_file(_write(tmp_path, _otlp(span)))
     assert [m.content for m in t.steps[0].context or ()] == [records, "", files]
     assert _codes(t) == {"sampling-missing"}
+
+
+def test_nan_and_infinity_in_json_content_keep_their_text_with_their_own_words(
+    tmp_path: Path,
+) -> None:
+    # Python's json module writes NaN and Infinity into JSON text; they are no numbers out of range.
+    call = '{"type": "tool_call", "id": "c", "name": "f", "arguments": {"x": NaN, "y": -Infinity}}'
+    span = _chat(1, json.dumps([_text("user", "q")]), f'[{{"role": "assistant", "parts": [{call}]}}]')
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert t.steps[0].action.tool_calls[0].arguments == {"x": "NaN", "y": "-Infinity"}
+    said = _warning(t, "number-out-of-range")
+    assert said.startswith("2 NaN or Infinity values (not JSON numbers") and "beyond" not in said
+    assert "first at $.steps[0].action.tool_calls[0].arguments.x of the trace" in said
+    assert json.loads(t.to_json())["steps"][0]["action"]["tool_calls"][0]["arguments"]["x"] == "NaN"
