@@ -11,7 +11,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TextIO, cast
 
 import typer
 from rich.console import Console
@@ -19,6 +19,7 @@ from typer.core import TyperArgument, TyperCommand
 
 from car.errors import COMMAND_LINE, CarError
 from car.formats import OutputFormat
+from car.stdout import Guard, Refused
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -799,6 +800,29 @@ def main(argv: list[str] | None = None) -> None:
     if "" in args:  # a path option would read '' as '.', the current directory
         _fail(CarError(_empty_value(args, args.index(""))), 2)
     token = COMMAND_LINE.set(True)  # messages name options (`--item N`), not Python arguments
+    stdout = sys.stdout
+    guard = Guard(stdout)
+    sys.stdout = cast(TextIO, guard)  # every command's output, help and --version included
+    try:
+        try:
+            _run(args)
+        finally:
+            guard.flush()  # a full disk may say so only here
+    except Refused as exc:
+        # What a command saves when stdout refuses it (a report, a trace) it has said already; the
+        # rest (a schema, a listing, a re-rendered report) costs nothing to make again.
+        error = CarError(
+            f"stdout: cannot write the output ({exc}); it is quick to make again, so it was not saved"
+        )
+        error.__cause__ = exc  # --debug shows where
+        _fail(error, 2)
+    finally:
+        sys.stdout = stdout
+        COMMAND_LINE.reset(token)  # in-process callers (tests) go on in Python
+
+
+def _run(args: list[str]) -> None:
+    """Run the command; every outcome but success becomes SystemExit with car's exit code."""
     try:
         rv = app(args=args, prog_name="car", standalone_mode=False)
         # Typer turns Ctrl-C into an exit code it returns rather than raises (standalone off).
@@ -827,5 +851,3 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("car: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    finally:
-        COMMAND_LINE.reset(token)  # in-process callers (tests) go on in Python
