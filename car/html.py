@@ -20,7 +20,7 @@ from typing import Any
 from car.charts import esc, rescue_curve_svg, shapley_svg
 from car.errors import CarError, InputError
 from car.report import Estimate, Report, StepReport, label_line, many, samples_per_step
-from car.trace import Action, Message, Step, Trace
+from car.trace import Action, Message, Step, Trace, task_of
 
 __all__ = ["render_html"]
 
@@ -456,9 +456,11 @@ def _timeline_section(report: Report, trace: Trace | None, missing: str | None) 
         )
     deciders = set(trace.decision_steps)
     out = ['<section id="timeline"><h2>Trace</h2>']
-    task = trace.task if isinstance(trace.task, str) else json.dumps(trace.task, ensure_ascii=False)
+    task = task_of(trace)  # what the judge and `llm-sim:` are told the run was asked
     if task:
-        out.append(f"<p><b>Task:</b> {esc(task)}</p>")
+        text = task if isinstance(task, str) else json.dumps(task, ensure_ascii=False)
+        label = "Task" if trace.task else "Task (from the first user turn)"
+        out.append(f"<p><b>{label}:</b> {_clip(text, _CLIP)}</p>")
     out.append('<details class="prompts"><summary>Actors and system prompts</summary><div class="body">')
     for a in trace.actors:
         prompt = f"<pre>{_clip(a.system_prompt, _CLIP)}</pre>" if a.system_prompt else ""

@@ -52,6 +52,7 @@ __all__ = [
     "migrate",
     "no_decisions",
     "parse_trace",
+    "task_of",
 ]
 
 TRACE_VERSION = "car.trace/v1"
@@ -371,6 +372,20 @@ def no_decisions(trace: Trace, path: str | None = None) -> str | None:
         f"{where}: no decision steps: no actor is an agent "
         "(set $.actors[].kind to 'agent', or stochastic: true)"
     )
+
+
+def task_of(trace: Trace) -> str | dict[str, Any]:
+    """What the run was asked: its task, else its first user turn's text (the judge, the `llm-sim:`
+    environment and the HTML page show the same).
+
+    A chat log (OpenAI, Anthropic, Responses, tau-bench, ATIF) records no task apart: its first user
+    message is a step, replayed as recorded (tau-bench's simulated user even decides it), and moving
+    it into `task` would renumber the steps or repeat it in every rebuilt context.
+    """
+    if trace.task:
+        return trace.task
+    users = {a.id for a in trace.actors if a.kind == "user"}
+    return next((s.action.text for s in trace.steps if s.actor in users and s.action.text), "")
 
 
 def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:

@@ -393,3 +393,26 @@ def test_an_adaptive_pages_confidence_line_says_how_the_run_stopped() -> None:
     page = render_html(report)
     assert f"Confidence: {report.adaptive.statement} (anytime-valid intervals" in page
     assert "Bonferroni" not in page.split('id="headline"')[1].split("</section>")[0]
+
+
+def _task_line(page: str) -> tuple[str, str]:
+    (line,) = [p for p in Tree(page).all("p") if p.children and p.children[0].text().startswith("Task")]
+    return line.children[0].text(), "".join(line.text_parts).strip()
+
+
+def test_a_chat_log_without_a_task_shows_its_first_user_turn_as_the_task() -> None:
+    """An imported chat records no task: the page showed none, though the judge and `llm-sim:` are
+    told the first user turn is the task (`task_of`). It shows that turn, marked as such."""
+    from car.importers import load_any
+
+    chat = load_any(ROOT / "tests" / "fixtures" / "importers" / "openai_chat.json")
+    assert chat.task == ""
+    assert _task_line(render_html(_report(4, 2), chat)) == (
+        "Task (from the first user turn):",
+        "Order A7 and B2 never arrived, please refund both.",
+    )
+    given = chat.model_copy(update={"task": "Refund what was never delivered."})
+    assert _task_line(render_html(_report(4, 2), given)) == (
+        "Task:",
+        "Refund what was never delivered.",
+    )

@@ -26,7 +26,6 @@ import json
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl
 
 from car.backends.complete import (
@@ -40,9 +39,9 @@ from car.backends.options import BackendOptions, current
 from car.errors import SpecError
 from car.protocols import Trajectory
 from car.rng import EventKey
-from car.trace import Trace
+from car.trace import Trace, task_of
 
-__all__ = ["LLMJudge", "normalise_answer", "parse_judge", "task_of"]
+__all__ = ["LLMJudge", "normalise_answer", "parse_judge"]
 
 _RUBRIC_SYSTEM = (
     "You grade a recorded run of an AI agent against a rubric. Read the transcript, then answer with "
@@ -63,19 +62,6 @@ def normalise_answer(text: str) -> str:
     t = re.sub(r"[^\w.%-]+", " ", t)
     t = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", t)
     return " ".join(t.split())
-
-
-def task_of(trace: Trace) -> str | dict[str, Any]:
-    """What the run was asked: its task, else its first user turn's text.
-
-    A chat log (OpenAI, Anthropic, Responses, tau-bench, ATIF) records no task apart: its first user
-    message is a step, replayed as recorded (tau-bench's simulated user even decides it), and moving
-    it into `task` would renumber the steps or repeat it in every rebuilt context.
-    """
-    if trace.task:
-        return trace.task
-    users = {a.id for a in trace.actors if a.kind == "user"}
-    return next((s.action.text for s in trace.steps if s.actor in users and s.action.text), "")
 
 
 def transcript(traj: Trajectory, clip: int = 2000) -> str:

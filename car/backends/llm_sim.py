@@ -22,13 +22,12 @@ from car.backends.complete import (
     parse_backend_model,
     server_options,
 )
-from car.backends.judge import task_of
 from car.backends.options import BackendOptions, current
 from car.backends.wire import tool_schema
 from car.builtins import RecordedEnvironment
 from car.errors import SpecError
 from car.rng import EventKey
-from car.trace import Observation, ToolCall, Trace
+from car.trace import Observation, ToolCall, Trace, task_of
 
 __all__ = ["LLMSimEnvironment", "parse_llm_sim"]
 
