@@ -3,7 +3,6 @@ the result rests on the rest."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,19 +18,18 @@ from car.trace import load_trace
 from tests.conftest import TRACES, Result
 
 
-def _renamed(tmp_path: Path, name: str, actor: str) -> Path:
-    """The trace with one actor renamed: its simulated environment still names the old actor, so
-    every rollout that reaches that actor's live turn errors ("environment named an unknown actor")."""
-    doc = json.loads((TRACES / f"{name}.json").read_text())
-    for a in doc["actors"]:
-        if a["id"] == actor:
-            a["id"] = f"{actor}-renamed"
-    for s in doc["steps"]:
-        if s["actor"] == actor:
-            s["actor"] = f"{actor}-renamed"
-    path = tmp_path / f"{name}-renamed.json"
-    path.write_text(json.dumps(doc))
-    return path
+def _choosy(tmp_path: Path) -> str:
+    """A scorer that cannot read one replicate in four: a quarter of the rollouts error, under the
+    threshold at which the run is a backend failure."""
+    path = tmp_path / "choosy.py"
+    path.write_text(
+        "from car import EventKey, Trajectory\n\n\n"
+        "async def choosy(trajectory: Trajectory, key: EventKey) -> float:\n"
+        "    if key.replicate % 4 == 3:\n"
+        "        raise ValueError('no verdict to read')\n"
+        "    return float(trajectory.turns[-1].action.text.endswith('FAIL'))\n"
+    )
+    return f"{path}@choosy"
 
 
 class Hiccup(Exception):
@@ -89,16 +87,16 @@ def test_every_rendering_shows_why_rollouts_errored(
     tmp_path: Path, run_cli: Callable[..., Result]
 ) -> None:
     """Under the backend-error threshold, the cause was only in the JSON's first_error."""
-    trace = _renamed(tmp_path, "research-team", "searcher")
-    why = "first error: step 1: environment named an unknown actor 'searcher'"
-    r = run_cli("blame", trace, "--no-store")
+    trace, scorer = TRACES / "pivot.json", _choosy(tmp_path)
+    why = f"first error: scorer '{scorer}': ValueError: no verdict to read"
+    r = run_cli("blame", trace, "--scorer", scorer, "--no-store")
     assert r.code == 0, r.err
     assert "rollouts errored and are excluded" in r.out
     assert why in " ".join(r.out.split()), r.out  # the table wraps long notes
-    r = run_cli("blame", trace, "--no-store", "--format", "markdown")
-    assert r.code == 0 and why in r.out, r.out
+    r = run_cli("blame", trace, "--scorer", scorer, "--no-store", "--format", "markdown")
+    assert r.code == 0 and why.replace("_", "\\_") in r.out, r.out  # Markdown escapes the path
     page = tmp_path / "report.html"
-    r = run_cli("blame", trace, "--no-store", "--format", "html", "-o", page)
+    r = run_cli("blame", trace, "--scorer", scorer, "--no-store", "--format", "html", "-o", page)
     assert r.code == 0 and why.replace("'", "&#x27;") in page.read_text(), r.err
 
 

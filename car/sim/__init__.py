@@ -97,6 +97,13 @@ def scenario_for(name: str, trace: Trace | None = None, **params: float) -> Scen
 def make(kind: str, name: str, trace: Trace, spec: str) -> Any:
     """Build the scenario's policy, environment or scorer (`kind`) for `trace`."""
     scenario = scenario_for(name, trace)
+    departure = scenario.departure(trace)
+    if departure is not None:
+        word = {"policy": "policy", "env": "environment", "scorer": "scorer"}[kind]
+        raise SpecError(
+            f"{word} {spec!r}: the trace is not a run of scenario {name!r} ({departure}); a sim: "
+            "spec replays only its own scenario's traces (car plugins lists them)"
+        )
     factory = {"policy": SimPolicy, "env": SimEnvironment, "scorer": SimScorer}[kind]
     return factory(scenario, spec)
 

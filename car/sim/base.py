@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from car.protocols import Decision, EnvStep, Trajectory, Turn
+from car.protocols import Decision, EnvStep, Mode, Trajectory, Turn
 from car.rng import EventKey
 from car.trace import Action, Actor, Observation, Outcome, ReplaySpecs, Step, ToolCall, Trace
 
@@ -123,6 +123,31 @@ class Scenario:
     def failed(self, turns: Sequence[Turn]) -> bool:
         raise NotImplementedError
 
+    def first_actor(self) -> str:
+        """Who acts at step 0."""
+        return self.actors[0].id
+
+    def departure(self, trace: Trace) -> str | None:
+        """Where `trace` leaves this scenario's program, or None when it follows it: who decides at
+        each decision step, and when runs end (a scripted turn, a user's, may sit anywhere). The
+        program knows nothing else: a `sim:` spec on another agent's trace would fail in every
+        rollout, so it is refused before any."""
+        decisions = set(trace.decision_steps)
+        expected: str | None = self.first_actor()
+        history: list[Turn] = []
+        for step in trace.steps:
+            if step.index in decisions:
+                if expected is None:
+                    return f"its runs end before step {step.index}, where {step.actor!r} decides"
+                if step.actor != expected:
+                    return f"step {step.index} is by {step.actor!r}, where {expected!r} acts in it"
+            history.append(Turn(step.index, step.actor, step.action, step.observations, Mode.COPIED))
+            try:
+                expected = self.next_actor(step.index, history)
+            except Exception:  # a program that reads what its own runs hold
+                return f"it cannot read step {step.index}'s action as one of its own"
+        return None
+
     def canonical(self, turns: Sequence[Turn]) -> bool:
         """Whether a failing run is the one the shipped trace is meant to show."""
         return True
@@ -167,8 +192,6 @@ class SimEnvironment:
     async def step(
         self, state: tuple[Turn, ...], index: int, actor: str, action: Action, key: EventKey
     ) -> EnvStep:
-        from car.protocols import Mode
-
         if self.scenario.stochastic_env:
             obs = self.scenario.observe_random(index, actor, action, state, key.uniform())
         else:
@@ -194,10 +217,8 @@ class SimScorer:
 
 
 async def _rollout(scenario: Scenario, seed: int, attempt: int) -> list[Turn]:
-    from car.protocols import Mode
-
     turns: list[Turn] = []
-    actor: str | None = scenario.actors[0].id
+    actor: str | None = scenario.first_actor()
     deciders = {a.id for a in scenario.actors}
     index = 0
     while actor is not None and actor in deciders and index < 100:

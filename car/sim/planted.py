@@ -112,6 +112,9 @@ class BinaryModel(Scenario):
     def actor_of(self, step: int) -> str:
         return self.actors[0].id
 
+    def first_actor(self) -> str:
+        return self.actor_of(0)
+
     def relevant(self) -> frozenset[int] | None:
         """Steps whose choice can change any probability; None means all of them."""
         return None
