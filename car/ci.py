@@ -117,6 +117,7 @@ class BlameRequest:
     options: BatchOptions
     fmt: OutputFormat = OutputFormat.table
     output: Path | None = None
+    fmt_by_suffix: bool = False  # `fmt` is the one `output`'s suffix names (no --format given)
     reports: list[tuple[OutputFormat, Path]] = field(default_factory=list)
     store_path: Path | None = None
     no_store: bool = False
@@ -195,6 +196,11 @@ def check_rerender_output(source: Path, output: Path | None) -> None:
         )
 
 
+def suffix_note(path: Path, by_suffix: bool) -> str:
+    """What the "report written" line adds when the format came from the file name."""
+    return f" (the format its suffix {path.suffix} names; --format chooses another)" if by_suffix else ""
+
+
 def write_report(path: Path, text: str) -> None:
     """Write an output file, making missing parent directories; one-line InputError on failure."""
     prepare_output(path)
@@ -266,8 +272,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     batch = _is_batch(req.paths)
     outputs = [(req.fmt, req.output), *req.reports]
     if batch and any(fmt is OutputFormat.html for fmt, _ in outputs):
+        chosen = (
+            f"-o {req.output}: its suffix names html, and html" if req.fmt_by_suffix else "--format html"
+        )
         raise InputError(  # before any work, not after the whole batch has run
-            "--format html renders one trace's report; for a batch use markdown, junit or github"
+            f"{chosen} renders one trace's report; for a batch use markdown, junit or github"
         )
     if req.options.gates.min_match_rate is not None and req.options.match_samples == 0:
         raise InputError("--min-match-rate needs match draws: set --match-samples above 0")
@@ -425,7 +434,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             print(f"car: error: {exc}; {keep(text, path.suffix)}", file=sys.stderr)
             write_failed = True
         else:
-            say(f"{fmt.value} report written to {path}")
+            say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
     if len(results) < len(planned):
         left = len(planned) - len(results)
         say(f"stopped early (--fail-fast): {left} trace{'s' if left != 1 else ''} not attributed")

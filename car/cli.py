@@ -18,7 +18,7 @@ from rich.console import Console
 from typer.core import TyperArgument, TyperCommand
 
 from car.errors import COMMAND_LINE, CarError
-from car.formats import OutputFormat
+from car.formats import OutputFormat, format_of
 from car.stdout import Guard, Refused
 
 # Typer may sit on click or on its own vendored copy; find the exception classes either way.
@@ -113,7 +113,13 @@ def _choices(names: type[StrEnum]) -> str:
     return "|".join(names)
 
 
-_FORMAT_OPTION = typer.Option("--format", help="Report format.", metavar=_choices(Format))
+_FORMAT_OPTION = typer.Option(
+    "--format",
+    help="Report format. Default: the one -o FILE's suffix names (.html/.htm html, .json json, "
+    ".jsonl jsonl, .md markdown, .xml junit), else table.",
+    metavar=_choices(Format),
+    show_default=False,
+)
 _OUTPUT_OPTION = typer.Option(
     "-o", "--output", help="Write the report here (- or none: stdout).", metavar="FILE"
 )
@@ -396,6 +402,7 @@ def blame(
     from car.gates import Gates
 
     output = _dash_is_stdout(output)
+    fmt, by_suffix = _chosen_format(ctx, fmt, output)
     _check_html_destination(fmt, output)
     request = BlameRequest(
         paths=list(traces),
@@ -426,6 +433,7 @@ def blame(
         ),
         fmt=fmt,
         output=output,
+        fmt_by_suffix=by_suffix,
         reports=parse_reports(report or []),
         store_path=store,
         no_store=no_store,
@@ -665,6 +673,7 @@ def merge(
     ),
 )
 def report_cmd(
+    ctx: typer.Context,
     source: Annotated[
         Path,
         typer.Argument(
@@ -704,11 +713,12 @@ def report_cmd(
     """
     global _DEBUG
     _DEBUG = debug
-    from car.ci import check_rerender_output, rerender, write_report
+    from car.ci import check_rerender_output, rerender, suffix_note, write_report
     from car.gates import final_exit_code
     from car.outputs import counts_line
 
     output = _dash_is_stdout(output)
+    fmt, by_suffix = _chosen_format(ctx, fmt, output)
     _check_html_destination(fmt, output)
     check_rerender_output(source, output)
     text, results = rerender(source, fmt, trace=trace, pick=pick)
@@ -716,7 +726,7 @@ def report_cmd(
         sys.stdout.write(text)
     else:
         write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
-        print(f"report written to {output}", file=sys.stderr)
+        print(f"{fmt.value} report written to {output}{suffix_note(output, by_suffix)}", file=sys.stderr)
     # As car blame exited for these traces.
     code = final_exit_code((r.exit_code for r in results), exit_zero=exit_zero)
     if code:
@@ -763,6 +773,18 @@ def _set_by_user(ctx: typer.Context, given: set[str]) -> dict[str, str]:
 def _dash_is_stdout(output: Path | None) -> Path | None:
     # As in `car import -o -`: a file named "-" is never what was meant.
     return None if output == Path("-") else output
+
+
+def _chosen_format(ctx: typer.Context, fmt: Format, output: Path | None) -> tuple[Format, bool]:
+    """The format to write, and whether it came from -o FILE's suffix: --format when given (the
+    user's choice, whatever the suffix; the "report written" line names the format), else the
+    format the suffix names (`-o page.html`), else table. `format` is no configuration key, so only
+    the command line can give it."""
+    source = ctx.get_parameter_source("fmt")
+    named = format_of(output) if output is not None else None
+    if named is None or (source is not None and source.name != "DEFAULT"):
+        return fmt, False
+    return named, True
 
 
 def _check_html_destination(fmt: Format, output: Path | None) -> None:

@@ -174,9 +174,52 @@ def test_report_output_makes_missing_directories_and_refuses_a_directory(
     target = saved.parent / "new" / "dir" / "r.md"
     code, out, err = run(capsys, "report", str(saved), "--format", "markdown", "-o", str(target))
     assert (code, out) == (0, "") and target.read_text().startswith("#")
-    assert err.strip() == f"report written to {target}"
+    assert err.strip() == f"markdown report written to {target}"
     code, out, err = run(capsys, "report", str(saved), "-o", str(saved.parent))
     assert (code, out) == (2, "") and "it is a directory; name a file" in err
+
+
+def test_without_format_the_output_suffix_chooses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o page.html` without --format wrote the terminal table into the page (and `-o r.json` a
+    table that `car report r.json` then refused): a suffix that names a format chooses it, and the
+    line that says where the report went says so."""
+    page, saved = tmp_path / "page.html", tmp_path / "r.json"
+    code, out, err = run(capsys, "blame", str(TRACE), *FAST, "-o", str(page))
+    assert (code, out) == (0, "") and page.read_text().startswith("<!DOCTYPE html>")
+    assert err.strip() == (
+        f"html report written to {page} (the format its suffix .html names; --format chooses another)"
+    )
+    code, _, err = run(capsys, "blame", str(TRACE), *FAST, "-o", str(saved))
+    assert code == 0 and f"json report written to {saved} (the format its suffix" in err
+    assert load_report(saved).locus == 1
+    again = tmp_path / "again.HTM"  # any case; .htm too
+    code, out, err = run(capsys, "report", str(saved), "-o", str(again))
+    assert (code, out) == (0, "") and again.read_text().startswith("<!DOCTYPE html>")
+    assert err.strip() == (
+        f"html report written to {again} (the format its suffix .HTM names; --format chooses another)"
+    )
+    for name, start in [
+        ("r.md", "## car blame"),
+        ("r.xml", "<?xml"),
+        ("r.jsonl", '{"version": "car.record/v1"'),
+    ]:
+        code, _, err = run(capsys, "report", str(saved), "-o", str(tmp_path / name))
+        assert code == 0 and (tmp_path / name).read_text().startswith(start), name
+    # A suffix that names no format, and an explicit --format, keep what they said (no notice).
+    code, _, err = run(capsys, "report", str(saved), "-o", str(tmp_path / "t.txt"))
+    assert err.strip() == f"table report written to {tmp_path / 't.txt'}"
+    code, _, err = run(capsys, "report", str(saved), "--format", "table", "-o", str(tmp_path / "t.json"))
+    assert err.strip() == f"table report written to {tmp_path / 't.json'}"
+    assert (tmp_path / "t.json").read_text().startswith("car blame: support-refund-0")
+    # A batch cannot be one HTML page: refused before any work, naming the file, not --format.
+    code, out, err = run(capsys, "blame", str(TRACE), str(TRACE.parent / "pivot.json"), "-o", str(page))
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"car: error: -o {page}: its suffix names html, and html renders one trace's report; "
+        "for a batch use markdown, junit or github"
+    )
 
 
 def test_dash_output_is_stdout_not_a_file_named_dash(
