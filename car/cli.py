@@ -374,7 +374,9 @@ def blame(
         ),
     ] = None,
 ) -> None:
-    """Rank the steps of failed runs by how much re-deciding them avoids the failure.
+    """Find which step of each failed run caused its failure.
+
+    Ranks the steps by how much re-deciding them avoids the failure.
 
     Exit codes: 0 done; 1 a gate tripped; 2 usage or input error; 3 backend failure.
     """
@@ -457,7 +459,10 @@ def blame(
 
 @app.command(cls=_Command)
 def plugins(debug: Annotated[bool, _DEBUG_OPTION] = False) -> None:
-    """List the policies, environments and scorers available, and where each comes from."""
+    """List the policies, environments and scorers car can use.
+
+    Each line says where it comes from.
+    """
     from car.plugins import describe_plugins
 
     print(describe_plugins(), end="")
@@ -484,7 +489,10 @@ def validate(
     ] = "auto",
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
-    """Check a trace file (one-line summary) or every trace file under a directory (a table)."""
+    """Check a trace file, or every trace file under a directory.
+
+    A file gets a one-line summary, a directory a table.
+    """
     from car.jsonfile import utf8_text
     from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
@@ -574,7 +582,10 @@ def import_(
     ] = None,
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
-    """Convert a foreign trace (chat log, OTLP spans, Inspect log, ...) into a car trace."""
+    """Convert a run log in another format into a car trace.
+
+    Chat logs, OTLP spans, Inspect logs and more: see --from.
+    """
     from car.importers.convert import write_imported
 
     for line in write_imported(file, source_format, output, item):

@@ -44,6 +44,45 @@ def test_a_group_without_a_command_shows_its_help(run_cli, args: list[str], usag
     assert help_.code == 0 and help_.out == r.err
 
 
+@pytest.mark.parametrize(
+    ("group", "lines"),
+    [
+        (
+            [],
+            {
+                "blame": "Find which step of each failed run caused its failure.",
+                "plugins": "List the policies, environments and scorers car can use.",
+                "validate": "Check a trace file, or every trace file under a directory.",
+                "import": "Convert a run log in another format into a car trace.",
+                "schema": "Print the JSON Schema of the trace (or report) format.",
+                "merge": "Combine shard stores (from `car blame --shard K/N`) into one.",
+                "report": "Re-render saved results in any format, without new model calls.",
+                "cache": "Inspect or clear the rollout store.",
+            },
+        ),
+        (
+            ["cache"],
+            {
+                "info": "Show what the store holds.",
+                "clear": "Delete the store (every stored rollout and report).",
+            },
+        ),
+    ],
+    ids=["car", "car cache"],
+)
+def test_the_command_list_reads_in_full_at_80_columns(  # type: ignore[no-untyped-def]
+    run_cli, monkeypatch: pytest.MonkeyPatch, group: list[str], lines: dict[str, str]
+) -> None:
+    """Each command's line in the list is a whole sentence: `car --help` cut three of them off
+    ("Rank the steps of failed runs by how much re-deciding them...")."""
+    monkeypatch.setenv("COLUMNS", "80")
+    r = run_cli(*group, "--help")
+    assert r.code == 0, r.err
+    listed = r.out.split("Commands:\n", 1)[1].splitlines()
+    assert {row.split()[0]: " ".join(row.split()[1:]) for row in listed} == lines
+    assert max(len(row) for row in listed) <= 80
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_help_shows_placeholders_not_python_types(run_cli, command: list[str]) -> None:  # type: ignore[no-untyped-def]
     r = run_cli(*command, "--help")
