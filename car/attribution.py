@@ -101,11 +101,22 @@ def _resolve_scorer(trace: Trace, scorer: str | Scorer | None) -> Scorer:
     defaults = trace.replay
     sc = scorer if scorer is not None else (defaults.scorer if defaults else None)
     if sc is None:
-        raise InputError(
-            f"trace {trace.id!r} names no scorer: pass one (--scorer tool-called:NAME, "
-            "--scorer 'regex:PATTERN', --scorer path/to/scorer.py@name)"
-        )
+        raise InputError(f"trace {trace.id!r} names no scorer: {_scorer_advice(trace)}")
     return make_scorer(sc, trace) if isinstance(sc, str) else sc
+
+
+def _scorer_advice(trace: Trace) -> str:
+    """The scorers that fit this trace. A judge fits any run (its rubric defaults to the recorded
+    outcome), so it is always named; `tool-called:` only when the run called tools, with their names,
+    and first then, being exact and free: a group chat (Who&When) calls none, and there the advice
+    to score a tool call was a dead end."""
+    tools = sorted({c.name for s in trace.steps for c in s.action.tool_calls})
+    judge = "--scorer 'llm-judge:openai:MODEL' (a model judges each run; see car plugins)"
+    rest = "--scorer 'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name"
+    if not tools:
+        return f"its steps call no tools, so pass {judge}, {rest}"
+    called = ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
+    return f"pass one: --scorer tool-called:NAME (it called {called}), {judge}, {rest}"
 
 
 def require_decisions(trace: Trace, path: str | None) -> None:

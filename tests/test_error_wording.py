@@ -231,3 +231,44 @@ def test_a_configured_spec_error_names_where_it_was_set(  # type: ignore[no-unty
     # Given on the command line, the option is the place: no origin is added.
     r = run_cli("blame", trace, "--dry-run", f"--{key}", spec)
     assert r.code == 2 and "(from " not in r.err
+
+
+# A two-agent chat as Who&When imports one: turns of text, no tool calls, no components named.
+CHAT: dict[str, Any] = {
+    "version": "car.trace/v1",
+    "id": "chat-0",
+    "task": "What is 6 x 7?",
+    "actors": [{"id": "Planner"}, {"id": "Solver"}],
+    "steps": [
+        {"index": 0, "actor": "Planner", "action": {"text": "Solver, compute 6 x 7."}},
+        {"index": 1, "actor": "Solver", "action": {"text": "6 x 7 = 48"}},
+    ],
+    "outcome": {"failed": True, "label": "incorrect answer", "detail": "expected 42"},
+}
+
+
+def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
+    """A trace that names no scorer was told to use tool-called:NAME first, whatever it held: a chat
+    with no tool calls is scored by a judge (or a pattern), and one with tools is told which."""
+    import car
+    from car.errors import InputError
+
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps(CHAT))
+    with pytest.raises(InputError) as caught:
+        car.blame(chat, policy="sim:pivot")
+    assert str(caught.value) == (
+        "trace 'chat-0' names no scorer: its steps call no tools, so pass --scorer "
+        "'llm-judge:openai:MODEL' (a model judges each run; see car plugins), --scorer "
+        "'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name"
+    )
+    refund = tmp_path / "refund.json"
+    refund.write_text(_edited(lambda d: d.pop("replay")))
+    with pytest.raises(InputError) as caught:
+        car.blame(refund, policy="sim:support-refund")
+    assert str(caught.value) == (
+        "trace 'support-refund-0' names no scorer: pass one: --scorer tool-called:NAME (it called "
+        "issue_refund, lookup_order), --scorer 'llm-judge:openai:MODEL' (a model judges each run; "
+        "see car plugins), --scorer 'regex:PATTERN' (on the final answer), or --scorer "
+        "path/to/scorer.py@name"
+    )
