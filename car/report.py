@@ -259,18 +259,17 @@ def label_line(report: Report) -> str | None:
     said = [f"step {lab.step}"] if lab.step is not None else []
     if lab.agent:
         said.append(f"by {lab.agent}")
-    ours = (
-        f"car names step {report.locus} ({report.locus_actor})"
-        if report.locus is not None
-        else "car names no step"
-    )
+    head = f"labelled mistake ({lab.source}): {' '.join(said)}"
+    if report.locus is None:  # an abstention, not a wrong answer ("step differs, agent differs")
+        return f"{head}; car abstains (names no step), so there is nothing to compare"
     step, agent = label_agreement(report)
     verdicts = [
         f"{what} {'agrees' if ok else 'differs'}"
         for what, ok in (("step", step), ("agent", agent))
         if ok is not None
     ]
-    return f"labelled mistake ({lab.source}): {' '.join(said)}; {ours}: {', '.join(verdicts)}"
+    ours = f"car names step {report.locus} ({report.locus_actor})"
+    return f"{head}; {ours}: {', '.join(verdicts)}"
 
 
 def many(n: int, noun: str, plural: str | None = None) -> str:

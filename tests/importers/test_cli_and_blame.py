@@ -279,6 +279,34 @@ def test_a_labelled_log_shows_and_counts_the_label_agreement(tmp_path: Path) -> 
     assert plain.labelled is None
 
 
+def test_an_abstention_beside_a_label_reads_as_one(tmp_path: Path) -> None:
+    """car naming no step was shown as a wrong answer ("car names no step: step differs, agent
+    differs"); it is an abstention, in the table, Markdown and HTML alike."""
+    from car.html import render_html
+    from car.outputs import counts_line, render_output
+
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps(GROUP_CHAT))  # labelled step 1 by Solver
+    trace = load_any(src)
+    # The record replayed at every step: nothing re-decided rescues anything, so car abstains.
+    report = car.blame(src, policy=Recorded(trace), scorer=WrongAnswer(), samples=4, match_samples=1)
+    assert report.locus is None and report.labelled is not None
+    said = (
+        "labelled mistake (who-and-when): step 1 by Solver; car abstains (names no step), so there "
+        "is nothing to compare"
+    )
+    console = Console(record=True, width=300, file=io.StringIO(), no_color=True)
+    render_table(report, console)
+    assert said in console.export_text()
+    assert f"<dt>label</dt><dd>{said}</dd>" in render_html(report)
+    options = car.BatchOptions(policy=Recorded(trace), scorer=WrongAnswer(), samples=4, match_samples=1)
+    results = car.blame_many([src], options=options)
+    markdown = render_output("markdown", results, batch=True)
+    assert said in markdown and "differs" not in markdown
+    # The counts still say the labelled step was not named.
+    assert counts_line(results).endswith("labelled step named in 0 of 1, labelled agent in 0 of 1")
+
+
 def test_validate_shows_file_names_and_errors_literally(
     tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
