@@ -288,9 +288,10 @@ class TraceResult:
     report: Report | None = None
     error: str | None = None
     gates: list[str] = field(default_factory=list)
-    fresh_rollouts: int = 0
-    # rollouts the store served; None for a report read back on its own (`car report` of a store or
-    # of one report's JSON), which does not say
+    # Rollouts this run computed, and those the store served. None for a report read back on its
+    # own (`car report` of a store or of one report's JSON), which does not say: not 0, which would
+    # read as a run that cost nothing (its `budget.rollouts` is the run's total either way).
+    fresh_rollouts: int | None = 0
     stored_rollouts: int | None = 0
     fresh_policy_calls: int = 0  # what the budget guard charges when there is no report
     usage: dict[str, int] = field(default_factory=dict)
@@ -452,7 +453,9 @@ class BudgetGuard:
         """Replace the trace's reservation by what it used, and wake the traces waiting for room."""
         report = result.report
         used_r = (
-            report.budget.rollouts if report else result.fresh_rollouts + (result.stored_rollouts or 0)
+            report.budget.rollouts
+            if report
+            else (result.fresh_rollouts or 0) + (result.stored_rollouts or 0)
         )
         used_c = report.budget.policy_calls if report else result.fresh_policy_calls
         self.release(key, used_r, used_c)

@@ -489,7 +489,7 @@ _READS = "car report reads what car blame writes: its store, --format json, or -
 
 class _Rollouts(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    fresh: int = 0
+    fresh: int | None = 0
     stored: int | None = 0
 
 
@@ -527,10 +527,13 @@ class _Record(BaseModel):
 def _from_report(r: Report) -> TraceResult:
     """A report saved on its own (the store, `--format json` of one trace), with the status
     `car blame` gave it (`report_status`: a backend error when its rollouts errored too often, an
-    input error when its scorer left nothing to attribute); gates are not saved with it."""
+    input error when its scorer left nothing to attribute); gates are not saved with it, nor how
+    many of its rollouts were computed and how many the store served (None, None)."""
     label = r.trace_path or r.trace_id
     status, error = report_status(r, label)
-    return TraceResult(label, r.trace_id, status, r, error=error, stored_rollouts=None)
+    return TraceResult(
+        label, r.trace_id, status, r, error=error, fresh_rollouts=None, stored_rollouts=None
+    )
 
 
 def stored_part(result: TraceResult) -> str:

@@ -66,3 +66,33 @@ def test_a_report_read_back_on_its_own_claims_no_stored_count(tmp_path: Path, ru
     again = tmp_path / "again.jsonl"
     again.write_text(records.out)
     assert "stored)" not in run_cli("report", again).out  # and read back the same
+
+
+def test_a_record_rerendered_from_a_report_does_not_claim_the_run_was_free(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """`car report r.json --format jsonl` wrote `"rollouts": {"fresh": 0, ...}` for a run of 50
+    rollouts, which a reader takes for the run's cost. A report does not keep how its rollouts
+    split between computed and served, so both are null (the report's budget has the total), while
+    records read back keep blame's own figures."""
+    import json
+
+    store = tmp_path / "s.sqlite"
+    saved, streamed = tmp_path / "r.json", tmp_path / "r.jsonl"
+    assert run_cli("blame", TRACE, "--store", store, "--format", "json", "-o", saved).code == 0
+    assert run_cli("blame", TRACE, "--store", store, "--format", "jsonl", "-o", streamed).code == 0
+    (own,) = [json.loads(line) for line in streamed.read_text().splitlines()]
+    assert own["rollouts"] == {"fresh": 0, "stored": 50}  # this second run: all from the store
+    from_report = run_cli("report", saved, "--format", "jsonl")
+    assert from_report.code == 0, from_report.err
+    (record,) = [json.loads(line) for line in from_report.out.splitlines()]
+    assert record["rollouts"] == {"fresh": None, "stored": None}
+    assert record["report"]["budget"] == own["report"]["budget"]
+    assert record["report"]["budget"]["rollouts"] == sum(own["rollouts"].values())
+    from_records = run_cli("report", streamed, "--format", "jsonl")
+    assert [json.loads(line)["rollouts"] for line in from_records.out.splitlines()] == [own["rollouts"]]
+    # A null read back stays null.
+    again = tmp_path / "again.jsonl"
+    again.write_text(from_report.out)
+    reread = run_cli("report", again, "--format", "jsonl")
+    assert json.loads(reread.out)["rollouts"] == {"fresh": None, "stored": None}
