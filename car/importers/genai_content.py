@@ -200,9 +200,12 @@ def attr_id(span: Span, key: str, value: Any) -> str | None:
     return opt_id(value, span.place(key), f"the tool-call id in {key}")
 
 
-def _messages(value: Any, at: At, what: str, b: Builder, unimported: Unimported) -> list[Msg] | None:
+def _messages(
+    value: Any, at: At, what: str, b: Builder, unimported: Unimported, ids: str
+) -> list[Msg] | None:
     """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts, or
-    None when `what` was not recorded; `at` is where the list (or the JSON string holding it) sits.
+    None when `what` was not recorded; `at` is where the list (or the JSON string holding it) sits,
+    `ids` what names its calls recorded without an id (`{ids}{i}_{j}`, see `span_messages`).
     Recorded content that is no such list (JSON cut off by an attribute length limit, an object) and
     entries that are not objects are named (`Unimported.unreadable`), never dropped silently."""
     if value is None or value == "":
@@ -221,16 +224,17 @@ def _messages(value: Any, at: At, what: str, b: Builder, unimported: Unimported)
     out: list[Msg] = []
     for i, m in enumerate(value):
         if isinstance(m, dict):
-            out += _message(m, at / i, b, i, unimported)
+            out += _message(m, at / i, b, f"{ids}{i}", unimported)
         else:
             unimported.unreadable(f"entries of {what} that are not message objects", at / i)
     return out
 
 
-def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimported) -> list[Msg]:
-    """One message at `at` (the i-th of its list). A parts-model message's tool_call_response parts
-    become tool messages of their own: before it (they answer earlier calls), or, in an assistant
-    message, after it (a server or built-in tool's result, given inside the turn)."""
+def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimported) -> list[Msg]:
+    """One message at `at`, whose calls recorded without an id are `{ids}_{j}`. A parts-model
+    message's tool_call_response parts become tool messages of their own: before it (they answer
+    earlier calls), or, in an assistant message, after it (a server or built-in tool's result, given
+    inside the turn)."""
     before: list[Msg] = []
     after: list[Msg] = []
     role = str(m.get("role") or "user")
@@ -250,7 +254,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
                 # A server tool's call holds its details in `server_tool_call` ({type, ...}).
                 args = p.get("arguments" if kind == "tool_call" else "server_tool_call")
                 call_id = opt_id(p.get("id"), here / "id")
-                c = make_call(call_id, p.get("name"), args, here, f"call_{i}_{j}", name_at=here / "name")
+                c = make_call(call_id, p.get("name"), args, here, f"{ids}_{j}", name_at=here / "name")
                 msg.calls.append(c)
             elif kind in _RESULT_KEYS:
                 answers = opt_id(p.get("id"), here / "id", "the id of the tool call this part answers")
@@ -294,7 +298,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, i: int, unimported: Unimport
                 name_at = (here / "function" if fn is fn_raw else here) / "name"
                 name, args = fn.get("name"), fn.get("arguments")
             call_id = opt_id(tc.get("id"), here / "id")
-            c = make_call(call_id, name, args, here, f"call_{i}_{j}", name_at=name_at)
+            c = make_call(call_id, name, args, here, f"{ids}_{j}", name_at=name_at)
             msg.calls.append(c)
     # A tool message names the call it answers in tool_call_id, or (event style) in id.
     key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
@@ -352,7 +356,9 @@ def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def _openinference_messages(span: Span, prefix: str, b: Builder, unimported: Unimported) -> list[Msg]:
+def _openinference_messages(
+    span: Span, prefix: str, b: Builder, unimported: Unimported, ids: str
+) -> list[Msg]:
     """Messages flattened as `{prefix}.N.message.*`. Of a message's content parts
     (`message.contents.M.*`), text is its text (unless `message.content` gives it whole), reasoning
     stays beside it, a tool_use part (its call under `tool_call.*`) is a tool call, and images,
@@ -372,7 +378,7 @@ def _openinference_messages(span: Span, prefix: str, b: Builder, unimported: Uni
                 # kept as recorded (its flattened message_content.* fields), named where its type is
                 msg.reasoning.append((span.place(f"{at}.message_content.type"), part))
             elif kind == "tool_use":
-                call = _flat_call(span, part, at, _OI_CALL, f"call_{i}_contents_{j}")
+                call = _flat_call(span, part, at, _OI_CALL, f"{ids}{i}_contents_{j}")
                 part_calls.append((part.get(_OI_CALL[0]) not in (None, ""), call))
             elif part.get(_OI_TEXT) is not None:
                 texts.append(as_text(part[_OI_TEXT]))
@@ -387,7 +393,7 @@ def _openinference_messages(span: Span, prefix: str, b: Builder, unimported: Uni
         msg.text = as_text(text) if text is not None else "\n".join(texts)
         name = fields.get("message.name")
         msg.name = name if isinstance(name, str) else None
-        msg.calls = _flat_calls(span, fields, key, "message.tool_calls", _OI_CALL, i)
+        msg.calls = _flat_calls(span, fields, key, "message.tool_calls", _OI_CALL, f"{ids}{i}")
         msg.calls += _not_listed(part_calls, msg.calls)
         out.append(msg)
     return out
@@ -441,7 +447,7 @@ def reasoning_sealed(part: dict[str, Any]) -> bool:
     return any(part.get(k) for k in _OI_SEALED) or chat_reasoning_sealed(part)
 
 
-def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> list[Msg]:
+def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported, ids: str) -> list[Msg]:
     """Messages flattened as `{prefix}.N.role|content|name|tool_call_id|tool_calls.M.*` (OpenLLMetry;
     its older versions wrote a legacy function call as `{prefix}.N.function_call.name|arguments`).
 
@@ -462,20 +468,20 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported) -> 
             continue
         msg = Msg(role=role, name=fields["name"] if isinstance(fields.get("name"), str) else None)
         msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
-        msg.calls = _flat_calls(span, fields, key, "tool_calls", _FLAT_CALL, i)
+        msg.calls = _flat_calls(span, fields, key, "tool_calls", _FLAT_CALL, f"{ids}{i}")
         legacy = {
             k.removeprefix("function_call."): v
             for k, v in fields.items()
             if k.startswith("function_call.")
         }
         if legacy and not msg.calls:  # older OpenLLMetry: a legacy function call, no id
-            msg.calls = [_flat_call(span, legacy, f"{key}.function_call", _FLAT_CALL, f"call_{i}_0")]
+            msg.calls = [_flat_call(span, legacy, f"{key}.function_call", _FLAT_CALL, f"{ids}{i}_0")]
         parts = _json_parts(content, role)
         results: list[Msg] = []
         if parts is None:
             msg.text = as_text(content)
         else:
-            results = _flat_parts(parts, span.place(f"{key}.content"), msg, i, b, unimported)
+            results = _flat_parts(parts, span.place(f"{key}.content"), msg, f"{ids}{i}", b, unimported)
         msg.text = _with_refusal(msg.text, fields.get("refusal"))
         msg.reasoning[:0], thinking = thinking, []
         # A user turn that only carries tool results (Anthropic's shape) is those results alone.
@@ -519,12 +525,13 @@ _KNOWN_PARTS = {
 
 
 def _flat_parts(
-    parts: list[dict[str, Any]], at: At, msg: Msg, i: int, b: Builder, unimported: Unimported
+    parts: list[dict[str, Any]], at: At, msg: Msg, ids: str, b: Builder, unimported: Unimported
 ) -> list[Msg]:
-    """Read the content parts of message i (the JSON text at `at`) into `msg`: text parts are its
-    text, tool_use blocks its calls (once: OpenLLMetry lists them in `tool_calls` too), thinking
-    blocks its reasoning; images and documents are warned about, other parts named. Returns the
-    tool_result blocks as tool messages (they answer earlier calls)."""
+    """Read the content parts of a message (the JSON text at `at`) into `msg`: text parts are its
+    text, tool_use blocks its calls (once: OpenLLMetry lists them in `tool_calls` too; one without
+    an id is `{ids}_{j}`), thinking blocks its reasoning; images and documents are warned about,
+    other parts named. Returns the tool_result blocks as tool messages (they answer earlier
+    calls)."""
     texts: list[str] = []
     results: list[Msg] = []
     part_calls: list[tuple[bool, ToolCall]] = []
@@ -542,7 +549,7 @@ def _flat_parts(
                 p.get("name"),
                 p.get("input"),
                 here / "input",
-                f"call_{i}_{j}",
+                f"{ids}_{j}",
                 name_at=here / "name",
             )
             part_calls.append((call_id is not None, call))
@@ -590,13 +597,13 @@ _OI_CALL = ("tool_call.id", "tool_call.function.name", "tool_call.function.argum
 
 
 def _flat_calls(
-    span: Span, fields: dict[str, Any], key: str, group: str, names: tuple[str, str, str], i: int
+    span: Span, fields: dict[str, Any], key: str, group: str, names: tuple[str, str, str], ids: str
 ) -> list[ToolCall]:
-    """The tool calls of message i, flattened as `{key}.{group}.J.<id|name|arguments>` attributes
-    (`names` spell those three); an id or a name is refused at its own attribute, a missing name at
-    the span's attributes."""
+    """The tool calls of a message, flattened as `{key}.{group}.J.<id|name|arguments>` attributes
+    (`names` spell those three; one recorded without an id is `{ids}_{J}`); an id or a name is
+    refused at its own attribute, a missing name at the span's attributes."""
     return [
-        _flat_call(span, tc, f"{key}.{group}.{j}", names, f"call_{i}_{j}")
+        _flat_call(span, tc, f"{key}.{group}.{j}", names, f"{ids}_{j}")
         for j, tc in _indexed(fields, group).items()
     ]
 
@@ -630,7 +637,7 @@ _EVENT_ROLES = {
 }
 
 
-def _event_messages(span: Span, b: Builder, unimported: Unimported) -> SpanContent:
+def _event_messages(span: Span, b: Builder, unimported: Unimported, ids: Ids) -> SpanContent:
     """The older event style: one span event per message (and `gen_ai.choice` for outputs)."""
     inputs: list[Msg] = []
     outputs: list[Msg] = []
@@ -639,15 +646,13 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported) -> SpanConte
     for name, attrs, at in events:
         # `at / key` is where the attribute `key` holds its value (`attributes[1].value.boolValue`)
         if name == "gen_ai.content.prompt":
-            got = _messages(
-                attrs.get("gen_ai.prompt"), at / "gen_ai.prompt", "gen_ai.prompt", b, unimported
-            )
+            key = "gen_ai.prompt"
+            got = _messages(attrs.get(key), at / key, key, b, unimported, ids.inputs)
             recorded_inputs |= got is not None
             inputs += got or []
         elif name == "gen_ai.content.completion":
-            completion = attrs.get("gen_ai.completion")
             key = "gen_ai.completion"
-            got = _messages(completion, at / key, key, b, unimported)
+            got = _messages(attrs.get(key), at / key, key, b, unimported, ids.outputs)
             recorded_outputs |= got is not None
             outputs += got or []
         elif name in _EVENT_ROLES or name == "gen_ai.choice":
@@ -660,8 +665,9 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported) -> SpanConte
             if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
                 body, body_at = {**body["message"]}, body_at / "message"
             role = _EVENT_ROLES.get(name, "assistant")
-            msgs = _message({**body, "role": body.get("role") or role}, body_at, b, 0, unimported)
-            (outputs if name == "gen_ai.choice" else inputs).extend(msgs)
+            side, prefix = (outputs, ids.outputs) if name == "gen_ai.choice" else (inputs, ids.inputs)
+            body = {**body, "role": body.get("role") or role}
+            side += _message(body, body_at, b, f"{prefix}{len(side)}", unimported)
             recorded_outputs |= name == "gen_ai.choice"
             recorded_inputs |= name != "gen_ai.choice"
     return SpanContent(inputs, outputs, recorded_inputs, recorded_outputs)
@@ -721,25 +727,40 @@ class SpanContent(NamedTuple):
     recorded_outputs: bool
 
 
-def span_messages(s: Span, b: Builder, unimported: Unimported) -> SpanContent:
+class Ids(NamedTuple):
+    """How a model call's messages name their calls recorded without an id: `{inputs}{i}_{j}` is
+    the j-th call of input message i, `{outputs}{i}_{j}` of output message i."""
+
+    inputs: str
+    outputs: str
+
+
+def span_messages(s: Span, b: Builder, unimported: Unimported, step: int) -> SpanContent:
     """Inputs and outputs of a model-call span, from the first style that has them. The outputs are
-    the model's messages and the results given inside them (`Msg.in_turn`)."""
+    the model's messages and the results given inside them (`Msg.in_turn`). A call recorded without
+    an id is named by the step's place among the trace's model calls (`step`) and its own place:
+    `call_{step}_{i}_{j}` is the j-th call of output message i (`call_{step}_in_{i}_{j}` of input
+    message i), so no two calls of a trace share a made-up id, nor do results paired with them."""
     a = s.attrs
+    ids = Ids(f"call_{step}_in_", f"call_{step}_")
     keys = ("gen_ai.input.messages", "gen_ai.output.messages")
-    got_in, got_out = (_messages(a.get(k), s.place(k), k, b, unimported) for k in keys)
+    got_in, got_out = (
+        _messages(a.get(k), s.place(k), k, b, unimported, side)
+        for k, side in zip(keys, ids, strict=True)
+    )
     recorded_in, recorded_out = got_in is not None, got_out is not None
     inputs, outputs = got_in or [], got_out or []
     if not inputs and not outputs:
-        inputs, outputs, events_in, events_out = _event_messages(s, b, unimported)
+        inputs, outputs, events_in, events_out = _event_messages(s, b, unimported, ids)
         recorded_in, recorded_out = recorded_in or events_in, recorded_out or events_out
     if not inputs:
-        inputs = _flat_genai(s, "gen_ai.prompt", b, unimported)
+        inputs = _flat_genai(s, "gen_ai.prompt", b, unimported, ids.inputs)
     if not outputs:
-        outputs = _flat_genai(s, "gen_ai.completion", b, unimported)
+        outputs = _flat_genai(s, "gen_ai.completion", b, unimported, ids.outputs)
     if not inputs:
-        inputs = _openinference_messages(s, "llm.input_messages", b, unimported)
+        inputs = _openinference_messages(s, "llm.input_messages", b, unimported, ids.inputs)
     if not outputs:
-        outputs = _openinference_messages(s, "llm.output_messages", b, unimported)
+        outputs = _openinference_messages(s, "llm.output_messages", b, unimported, ids.outputs)
     said = [m for m in outputs if m.role in ("assistant", "model", "") or m.in_turn] or outputs
     return SpanContent(inputs, said, recorded_in or bool(inputs), recorded_out or bool(outputs))
 

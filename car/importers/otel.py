@@ -144,7 +144,7 @@ class OtlpJson:
         unimported = Unimported()
         for s in calls:
             actor = self._agent(s, ancestors(s))
-            inputs, outputs, recorded_in, recorded_out = span_messages(s, b, unimported)
+            inputs, outputs, recorded_in, recorded_out = span_messages(s, b, unimported, len(steps))
             if s.error and not outputs:
                 # A failed call made no decision (a retry usually follows): no step, and no capture
                 # hint, since nothing was left uncaptured.

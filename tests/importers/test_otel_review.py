@@ -198,18 +198,52 @@ def test_legacy_function_results_answer_the_calls_made_before_them(tmp_path: Pat
     ]
     (t,) = import_file(_write(tmp_path, _otlp(*calls)))
     assert [[(o.call_id, o.content) for o in s.observations] for s in t.steps] == [
-        [("call_0_0", "18C")],
-        [("call_0_0", "21C")],
+        [("call_0_0_0", "18C")],
+        [("call_1_0_0", "21C")],
         [],
     ]
     assert [c.signature() for c in t.steps[1].action.tool_calls] == ['weather({"city":"Rome"})']
     context = t.steps[2].context or ()
     assert [(m.role, m.content, m.tool_call_id) for m in context][2:] == [
-        ("tool", "18C", "call_0_0"),
+        ("tool", "18C", "call_0_0_0"),
         ("assistant", "", None),
-        ("tool", "21C", "call_0_0"),
+        ("tool", "21C", "call_1_0_0"),
     ]
     assert "function results" in _warning(t, "results-paired-by-order")
+
+
+def test_calls_without_ids_get_ids_unique_in_the_trace(tmp_path: Path) -> None:
+    # Each step's first call without an id was call_0_0: the results below, paired by function
+    # name, then answered the calls by that shared id in order, the weather on the search's step.
+    ask = {"0.role": "user", "0.content": "where is Paris, and its weather?"}
+    made = {"1.role": "assistant", "2.role": "assistant"}
+    results = {"3.role": "function", "3.name": "weather", "3.content": "18C"}
+    results |= {"4.role": "function", "4.name": "search", "4.content": "in France"}
+    calls = [
+        _legacy_call(
+            1,
+            ask,
+            {"0.role": "assistant", "0.tool_calls.0.name": "search", "0.tool_calls.0.arguments": "{}"},
+        ),
+        _legacy_call(
+            2,
+            ask | {"1.role": "assistant"},
+            {"0.role": "assistant", "0.tool_calls.0.name": "weather", "0.tool_calls.0.arguments": "{}"},
+        ),
+        _legacy_call(3, ask | made | results, {"0.role": "assistant", "0.content": "France, 18C."}),
+    ]
+    (t,) = import_file(_write(tmp_path, _otlp(*calls)))
+    assert [[c.id for c in s.action.tool_calls] for s in t.steps] == [["call_0_0_0"], ["call_1_0_0"], []]
+    assert [[(o.call_id, o.content) for o in s.observations] for s in t.steps] == [
+        [("call_0_0_0", "in France")],
+        [("call_1_0_0", "18C")],
+        [],
+    ]
+    context = t.steps[2].context or ()
+    assert [(m.content, m.tool_call_id) for m in context if m.role == "tool"] == [
+        ("18C", "call_1_0_0"),
+        ("in France", "call_0_0_0"),
+    ]
 
 
 # -- failed calls ---------------------------------------------------------------------------------
