@@ -203,11 +203,12 @@ def attr_id(span: Span, key: str, value: Any) -> str | None:
 def _messages(
     value: Any, at: At, what: str, b: Builder, unimported: Unimported, ids: str
 ) -> list[Msg] | None:
-    """Messages from a parts-model list, or from OpenAI-style {role, content, tool_calls} dicts, or
-    None when `what` was not recorded; `at` is where the list (or the JSON string holding it) sits,
-    `ids` what names its calls recorded without an id (`{ids}{i}_{j}`, see `span_messages`).
-    Recorded content that is no such list (JSON cut off by an attribute length limit, an object) and
-    entries that are not objects are named (`Unimported.unreadable`), never dropped silently."""
+    """Messages from a parts-model list, or from OpenAI-style {role, content, name, tool_calls or
+    function_call} dicts, or None when `what` was not recorded; `at` is where the list (or the JSON
+    string holding it) sits, `ids` what names its calls recorded without an id (`{ids}{i}_{j}`, see
+    `span_messages`). Recorded content that is no such list (JSON cut off by an attribute length
+    limit, an object) and entries that are not objects are named (`Unimported.unreadable`), never
+    dropped silently."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -272,7 +273,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
         keep = [msg] if msg.text or msg.calls or role != "tool" else []
         return [*before, *keep, *after]
     content = m.get("content")
-    msg = Msg(role=role)
+    msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None)
     msg.reasoning += chat_reasoning(m, at)  # DeepSeek, vLLM, OpenRouter, LiteLLM
     if isinstance(content, list):
         for j, p in enumerate(content):
@@ -287,9 +288,15 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
                     unimported.part(p.get("type"), at / "content" / j)
         content = [p for p in content if not _is_reasoning(p)]
     msg.text = _with_refusal(_content(content), m.get("refusal"))
-    for j, tc in enumerate((at / "tool_calls").arr(m.get("tool_calls") or [])):
+    listed = (at / "tool_calls").arr(m.get("tool_calls") or [])
+    calls = [(at / "tool_calls" / j, tc) for j, tc in enumerate(listed)]
+    if not calls and m.get("function_call") is not None:
+        # OpenAI's legacy function calling: one call {name, arguments}, without an id, answered by
+        # the function message after it (`results-paired-by-order`)
+        here = at / "function_call"
+        calls = [(here, here.obj(m["function_call"], "a function call {name, arguments}"))]
+    for j, (here, tc) in enumerate(calls):
         if isinstance(tc, dict):
-            here = at / "tool_calls" / j
             fn_raw = tc.get("function")
             if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
                 name_at, _, name, args = custom_call(tc, here, b)  # free-form input, as openai-chat

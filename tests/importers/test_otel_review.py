@@ -212,6 +212,70 @@ def test_legacy_function_results_answer_the_calls_made_before_them(tmp_path: Pat
     assert "function results" in _warning(t, "results-paired-by-order")
 
 
+def _legacy_json_run(tmp_path: Path, *, events: bool) -> Trace:
+    """Legacy function calls as OpenAI-style JSON messages (gen_ai.input.messages and
+    gen_ai.output.messages without parts), or as the events' bodies: two calls, then their results
+    named, the later call's first."""
+    ask = {"role": "user", "content": "where is Paris, and its weather?"}
+
+    def asked(name: str, args: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": None, "function_call": {"name": name, "arguments": args}}
+
+    search, weather = asked("search", '{"q": "Paris"}'), asked("weather", '{"city": "Paris"}')
+    results = [
+        {"role": "function", "name": "weather", "content": "18C"},
+        {"role": "function", "name": "search", "content": "in France"},
+    ]
+    said = {"role": "assistant", "content": "France, 18C."}
+    turns = [([ask], search), ([ask, search], weather), ([ask, search, weather, *results], said)]
+    if not events:
+        calls = [_chat(k + 1, inputs, [output]) for k, (inputs, output) in enumerate(turns)]
+        (t,) = import_file(_write(tmp_path, _otlp(*calls)))
+        return t
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-3.5-turbo"}
+    names = {"user": "gen_ai.user.message", "assistant": "gen_ai.assistant.message"}
+    spans = []
+    for k, (inputs, output) in enumerate(turns):
+        body = [{"event.name": names.get(m["role"], "gen_ai.tool.message"), **m} for m in inputs]
+        body.append({"event.name": "gen_ai.choice", "index": 0, "message": output})
+        spans.append(_span(k + 1, {**chat, "events": json.dumps(body)}))
+    (t,) = import_file(_write(tmp_path, _otlp(*spans)))
+    return t
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["messages", "events"])
+def test_legacy_function_calls_in_json_messages_pair_by_name(tmp_path: Path, events: bool) -> None:
+    t = _legacy_json_run(tmp_path, events=events)
+    assert [[c.signature() for c in s.action.tool_calls] for s in t.steps] == [
+        ['search({"q":"Paris"})'],
+        ['weather({"city":"Paris"})'],
+        [],
+    ]
+    assert [[(o.call_id, o.content) for o in s.observations] for s in t.steps] == [
+        [("call_0_0_0", "in France")],
+        [("call_1_0_0", "18C")],
+        [],
+    ]
+    context = t.steps[2].context or ()
+    assert [(m.role, m.name, m.content, m.tool_call_id) for m in context][3:] == [
+        ("tool", "weather", "18C", "call_1_0_0"),
+        ("tool", "search", "in France", "call_0_0_0"),
+    ]
+    assert "function results" in _warning(t, "results-paired-by-order")
+
+
+def test_a_legacy_function_call_that_is_not_an_object_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = [{"role": "assistant", "function_call": "search"}]
+    f = _write(tmp_path, _otlp(_chat(1, [{"role": "user", "content": "q"}], out)))
+    assert run(["import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"car: error: {f}: {_SPAN0}.attributes[3].value.stringValue")
+    assert "[0].function_call: expected a function call {name, arguments}" in err
+
+
 def test_calls_without_ids_get_ids_unique_in_the_trace(tmp_path: Path) -> None:
     # Each step's first call without an id was call_0_0: the results below, paired by function
     # name, then answered the calls by that shared id in order, the weather on the search's step.
