@@ -255,8 +255,12 @@ def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
 
     chat = tmp_path / "chat.json"
     chat.write_text(json.dumps(CHAT))
+    policy = tmp_path / "policy.py"  # any policy: the scorer is resolved after it
+    policy.write_text(
+        "class Idle:\n    spec = 'idle'\n\n    async def act(self, d, k): ...\n\n\nidle = Idle()\n"
+    )
     with pytest.raises(InputError) as caught:
-        car.blame(chat, policy="sim:pivot")
+        car.blame(chat, policy=f"{policy}@idle")
     assert str(caught.value) == (
         "trace 'chat-0' names no scorer: its steps call no tools, so pass --scorer "
         "'llm-judge:openai:MODEL' (a model judges each run; see car plugins), --scorer "
