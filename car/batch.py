@@ -294,7 +294,9 @@ class TraceResult:
     fresh_rollouts: int | None = 0
     stored_rollouts: int | None = 0
     fresh_policy_calls: int = 0  # what the budget guard charges when there is no report
-    usage: dict[str, int] = field(default_factory=dict)
+    # Tokens the components reported; None for a report read back on its own, which does not keep
+    # them: not {}, which would read as a run that used none (its cost is None then too).
+    usage: dict[str, int] | None = field(default_factory=dict)
     cost: float | None = None
     # Re-rendered results only (`car report`): what sets this analysis apart from the others of its
     # trace, with its report id (`1a2b3c4d: samples 8`); None when the trace was analysed once.

@@ -219,7 +219,7 @@ def _kept_from_stdout(text: str, fmt: OutputFormat, reason: str) -> None:
 
 def _unreported_prices(prices: Mapping[str, float], results: Sequence[TraceResult]) -> str | None:
     """A priced counter that no component reported (a typo, or a policy that counts nothing)."""
-    reported = sorted({name for r in results for name in r.usage})
+    reported = sorted({name for r in results for name in r.usage or ()})
     missing = [name for name in prices if name not in reported]
     if not prices or not missing or not any(r.report for r in results):
         return None

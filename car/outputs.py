@@ -503,7 +503,7 @@ class _Record(BaseModel):
     error: str | None = None
     gates: list[str] = []
     rollouts: _Rollouts = _Rollouts()
-    usage: dict[str, int] = {}
+    usage: dict[str, int] | None = {}
     cost_usd: float | None = None
     report: Report | None = None
 
@@ -519,7 +519,7 @@ class _Record(BaseModel):
             gates=list(self.gates),
             fresh_rollouts=self.rollouts.fresh,
             stored_rollouts=self.rollouts.stored,
-            usage=dict(self.usage),
+            usage=None if self.usage is None else dict(self.usage),
             cost=self.cost_usd,
         )
 
@@ -528,11 +528,19 @@ def _from_report(r: Report) -> TraceResult:
     """A report saved on its own (the store, `--format json` of one trace), with the status
     `car blame` gave it (`report_status`: a backend error when its rollouts errored too often, an
     input error when its scorer left nothing to attribute); gates are not saved with it, nor how
-    many of its rollouts were computed and how many the store served (None, None)."""
+    many of its rollouts were computed and how many the store served (None, None), nor the tokens
+    its model calls used (None; so no cost either)."""
     label = r.trace_path or r.trace_id
     status, error = report_status(r, label)
     return TraceResult(
-        label, r.trace_id, status, r, error=error, fresh_rollouts=None, stored_rollouts=None
+        label,
+        r.trace_id,
+        status,
+        r,
+        error=error,
+        fresh_rollouts=None,
+        stored_rollouts=None,
+        usage=None,
     )
 
 

@@ -96,3 +96,52 @@ def test_a_record_rerendered_from_a_report_does_not_claim_the_run_was_free(
     again.write_text(from_report.out)
     reread = run_cli("report", again, "--format", "jsonl")
     assert json.loads(reread.out)["rollouts"] == {"fresh": None, "stored": None}
+
+
+METERED = (
+    "from car.sim import make\n"
+    "class Metered:\n"
+    "    spec = 'metered'\n"
+    "    def __init__(self, inner):\n"
+    "        self.inner, self.usage = inner, {'input_tokens': 0}\n"
+    "    async def act(self, decision, key):\n"
+    "        self.usage['input_tokens'] += 10\n"
+    "        return await self.inner.act(decision, key)\n"
+    "def policy(trace):\n"
+    "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
+)
+
+
+def test_a_record_rerendered_from_a_report_does_not_claim_no_tokens_were_used(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """`car report r.json --format jsonl` wrote `"usage": {}` for a run whose policy used tokens: a
+    report does not keep them, so its record says null (unknown), in JSONL and in the batch JSON,
+    while blame's own record keeps what the components reported."""
+    import json
+
+    (tmp_path / "metered.py").write_text(METERED)
+    run = ("--policy", f"{tmp_path / 'metered.py'}@policy", "--samples", "4", "--no-store")
+    store = tmp_path / "s.sqlite"
+    saved, streamed = tmp_path / "r.json", tmp_path / "r.jsonl"
+    pivot = TRACES / "pivot.json"
+    assert run_cli("blame", pivot, *run, "--price", "input_tokens=2", "-o", saved).code == 0
+    assert run_cli("blame", pivot, *run, "--price", "input_tokens=2", "-o", streamed).code == 0
+    (own,) = [json.loads(line) for line in streamed.read_text().splitlines()]
+    assert own["usage"]["input_tokens"] > 0 and own["cost_usd"] > 0
+    from_report = run_cli("report", saved, "--format", "jsonl")
+    assert from_report.code == 0, from_report.err
+    (record,) = [json.loads(line) for line in from_report.out.splitlines()]
+    assert (record["usage"], record["cost_usd"]) == (None, None)
+    # Read back, a null stays null and blame's own figures stay.
+    again = tmp_path / "again.jsonl"
+    again.write_text(from_report.out)
+    assert json.loads(run_cli("report", again, "--format", "jsonl").out)["usage"] is None
+    assert json.loads(run_cli("report", streamed, "--format", "jsonl").out)["usage"] == own["usage"]
+    # The store keeps reports only: its batch JSON says the same of each.
+    for trace in (pivot, TRACES / "or.json"):
+        assert run_cli("blame", trace, "--store", store, "-q").code == 0
+    batch = run_cli("report", store, "--format", "json")
+    assert batch.code == 0, batch.err
+    records = json.loads(batch.out)["records"]
+    assert len(records) == 2 and all(r["usage"] is None for r in records)
