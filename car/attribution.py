@@ -39,7 +39,7 @@ from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, ma
 from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
-from car.trace import Trace, no_decisions
+from car.trace import Trace, expected_of, no_decisions
 
 if TYPE_CHECKING:
     from car.runner import Runner
@@ -109,14 +109,22 @@ def _scorer_advice(trace: Trace) -> str:
     """The scorers that fit this trace. A judge fits any run (its rubric defaults to the recorded
     outcome), so it is always named; `tool-called:` only when the run called tools, with their names,
     and first then, being exact and free: a group chat (Who&When) calls none, and there the advice
-    to score a tool call was a dead end."""
+    to score a tool call was a dead end. A trace that holds the expected answer (a Who&When import's
+    ground truth) is checked against it by the judge's extract mode, named first then."""
     tools = sorted({c.name for s in trace.steps for c in s.action.tool_calls})
-    judge = "--scorer 'llm-judge:openai:MODEL' (a model judges each run; see car plugins)"
+    called = ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
+    tool = f"--scorer tool-called:NAME (it called {called}), " if tools else ""
     rest = "--scorer 'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name"
+    if expected_of(trace) is not None:
+        extract = (
+            "--scorer 'llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, "
+            "compared with the expected one; see car plugins)"
+        )
+        return f"it holds the expected answer, so pass {extract}, {tool}{rest}"
+    judge = "--scorer 'llm-judge:openai:MODEL' (a model judges each run; see car plugins)"
     if not tools:
         return f"its steps call no tools, so pass {judge}, {rest}"
-    called = ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
-    return f"pass one: --scorer tool-called:NAME (it called {called}), {judge}, {rest}"
+    return f"pass one: {tool}{judge}, {rest}"
 
 
 def require_decisions(trace: Trace, path: str | None) -> None:

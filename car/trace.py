@@ -48,6 +48,7 @@ __all__ = [
     "ToolCall",
     "Trace",
     "canonical_json",
+    "expected_of",
     "load_trace",
     "migrate",
     "no_decisions",
@@ -386,6 +387,20 @@ def task_of(trace: Trace) -> str | dict[str, Any]:
         return trace.task
     users = {a.id for a in trace.actors if a.kind == "user"}
     return next((s.action.text for s in trace.steps if s.actor in users and s.action.text), "")
+
+
+def expected_of(trace: Trace) -> str | None:
+    """The answer the run should have given, for answer-checking scorers (`llm-judge:...?mode=extract`):
+    `metadata.expected` (Who&When's ground truth), else the task's `expected` or `answer` field when
+    the task is an object; None when the trace holds none."""
+    meta = trace.metadata.get("expected")
+    if isinstance(meta, str | int | float):
+        return str(meta)
+    if isinstance(trace.task, dict):
+        for k in ("expected", "answer"):
+            if isinstance(trace.task.get(k), str | int | float):
+                return str(trace.task[k])
+    return None
 
 
 def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:

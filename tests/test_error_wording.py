@@ -247,6 +247,16 @@ CHAT: dict[str, Any] = {
 }
 
 
+class _Unasked:
+    """A policy for a chat no `sim:` scenario recorded (which a `sim:` policy refuses before the
+    scorer is looked at); never asked, as the missing scorer stops the run first."""
+
+    spec = "unasked"
+
+    async def act(self, decision: Any, key: Any) -> Any:
+        raise AssertionError("no rollout runs without a scorer")
+
+
 def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
     """A trace that names no scorer was told to use tool-called:NAME first, whatever it held: a chat
     with no tool calls is scored by a judge (or a pattern), and one with tools is told which."""
@@ -255,12 +265,8 @@ def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
 
     chat = tmp_path / "chat.json"
     chat.write_text(json.dumps(CHAT))
-    policy = tmp_path / "policy.py"  # any policy: the scorer is resolved after it
-    policy.write_text(
-        "class Idle:\n    spec = 'idle'\n\n    async def act(self, d, k): ...\n\n\nidle = Idle()\n"
-    )
     with pytest.raises(InputError) as caught:
-        car.blame(chat, policy=f"{policy}@idle")
+        car.blame(chat, policy=_Unasked())
     assert str(caught.value) == (
         "trace 'chat-0' names no scorer: its steps call no tools, so pass --scorer "
         "'llm-judge:openai:MODEL' (a model judges each run; see car plugins), --scorer "
@@ -274,5 +280,48 @@ def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
         "trace 'support-refund-0' names no scorer: pass one: --scorer tool-called:NAME (it called "
         "issue_refund, lookup_order), --scorer 'llm-judge:openai:MODEL' (a model judges each run; "
         "see car plugins), --scorer 'regex:PATTERN' (on the final answer), or --scorer "
+        "path/to/scorer.py@name"
+    )
+
+
+def test_a_trace_holding_the_expected_answer_is_advised_the_extract_judge(tmp_path: Path) -> None:
+    """A Who&When log carries its ground truth (the trace's `metadata.expected`), which the judge's
+    extract mode checks each run's answer against: the advice named only the rubric judge."""
+    import car
+    from car.errors import InputError
+
+    log = tmp_path / "ww.json"
+    log.write_text(
+        json.dumps(
+            {
+                "question": "What is 6 x 7?",
+                "ground_truth": "42",
+                "mistake_agent": "Solver",
+                "mistake_step": "1",
+                "history": [
+                    {"role": "user", "name": "Planner", "content": "Solver, compute 6 x 7."},
+                    {"role": "assistant", "name": "Solver", "content": "6 x 7 = 48"},
+                ],
+            }
+        )
+    )
+    with pytest.raises(InputError) as caught:
+        car.blame(log, policy=_Unasked())
+    assert str(caught.value).split(" names no scorer: ")[1] == (
+        "it holds the expected answer, so pass --scorer "
+        "'llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, compared "
+        "with the expected one; see car plugins), --scorer 'regex:PATTERN' (on the final answer), "
+        "or --scorer path/to/scorer.py@name"
+    )
+    # With tool calls too, the answer check leads.
+    refund = tmp_path / "refund.json"
+    refund.write_text(_edited(lambda d: (d.pop("replay"), d["metadata"].update(expected="7.50"))))
+    with pytest.raises(InputError) as caught:
+        car.blame(refund, policy="sim:support-refund")
+    assert str(caught.value) == (
+        "trace 'support-refund-0' names no scorer: it holds the expected answer, so pass --scorer "
+        "'llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, compared "
+        "with the expected one; see car plugins), --scorer tool-called:NAME (it called "
+        "issue_refund, lookup_order), --scorer 'regex:PATTERN' (on the final answer), or --scorer "
         "path/to/scorer.py@name"
     )

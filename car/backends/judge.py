@@ -39,7 +39,7 @@ from car.backends.options import BackendOptions, current
 from car.errors import SpecError
 from car.protocols import Trajectory
 from car.rng import EventKey
-from car.trace import Trace, task_of
+from car.trace import Trace, expected_of, task_of
 
 __all__ = ["LLMJudge", "normalise_answer", "parse_judge"]
 
@@ -140,20 +140,13 @@ class LLMJudge:
     def _expected(self, given: str | None) -> str | None:
         if given is not None:
             return given
-        meta = self.trace.metadata.get("expected")
-        if isinstance(meta, str | int | float):
-            return str(meta)
-        task = self.task
-        if isinstance(task, dict):
-            for k in ("expected", "answer"):
-                if isinstance(task.get(k), str | int | float):
-                    return str(task[k])
-        if self.mode == "extract":
+        found = expected_of(self.trace)
+        if found is None and self.mode == "extract":
             raise SpecError(
                 f"scorer {self.spec!r}: extract mode needs the expected answer: add "
                 "'?mode=extract&expected=...' or metadata.expected to the trace"
             )
-        return None
+        return found
 
     async def _once(self, traj: Trajectory, key: EventKey) -> float | None:
         text = transcript(traj)
