@@ -157,6 +157,10 @@ def _callable(name: str, value: object, *, what: str) -> None:
         raise InputError(f"{option_name(name)} must be {what} or None, got {_given(value)}")
 
 
+# The judge as car's advice spells it: the scorer that fits any run. Named here for `scorer=` of
+# the wrong type, and by `car.attribution` to a trace that names no scorer.
+JUDGE_SPEC = "llm-judge:openai:MODEL"
+
 _RULES: dict[str, Callable[[str, object], object]] = {
     "policy": partial(
         _component,
@@ -174,7 +178,7 @@ _RULES: dict[str, Callable[[str, object], object]] = {
         _component,
         kind="Scorer",
         members=("spec", "deterministic", "score()"),
-        specs="'tool-called:NAME', 'regex:PATTERN', 'path/to/scorer.py@name'",
+        specs=f"'tool-called:NAME', 'regex:PATTERN', '{JUDGE_SPEC}', 'path/to/scorer.py@name'",
     ),
     "progress": partial(_callable, what="a function (phase, done, total)"),
     "options": partial(_object, what="a car.BatchOptions", members=("blame_kwargs()",)),

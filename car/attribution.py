@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from car.arguments import check_arguments
+from car.arguments import JUDGE_SPEC, check_arguments
 from car.errors import InputError, SpecError
 from car.estimators.contrastive import (
     ContrastiveResult,
@@ -117,11 +117,11 @@ def _scorer_advice(trace: Trace) -> str:
     rest = "--scorer 'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name"
     if expected_of(trace) is not None:
         extract = (
-            "--scorer 'llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, "
+            f"--scorer '{JUDGE_SPEC}?mode=extract' (a model reads each run's final answer, "
             "compared with the expected one; see car plugins)"
         )
         return f"it holds the expected answer, so pass {extract}, {tool}{rest}"
-    judge = "--scorer 'llm-judge:openai:MODEL' (a model judges each run; see car plugins)"
+    judge = f"--scorer '{JUDGE_SPEC}' (a model judges each run; see car plugins)"
     if not tools:
         return f"its steps call no tools, so pass {judge}, {rest}"
     return f"pass one: {tool}{judge}, {rest}"

@@ -176,8 +176,8 @@ _POLICY += "car.Policy (an object with spec and act()), got 42 (int)"
         (
             {"scorer": _NoScore()},
             "scorer= must be a spec string ('tool-called:NAME', 'regex:PATTERN', "
-            "'path/to/scorer.py@name') or a car.Scorer (an object with spec, deterministic and "
-            "score()), got an object of type _NoScore, which has no score()",
+            "'llm-judge:openai:MODEL', 'path/to/scorer.py@name') or a car.Scorer (an object with "
+            "spec, deterministic and score()), got an object of type _NoScore, which has no score()",
         ),
         (
             {"progress": "bar"},
