@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from car.arguments import JUDGE_SPEC, check_arguments
-from car.errors import InputError, SpecError
+from car.errors import InputError, SpecError, option_name, option_spec
 from car.estimators.contrastive import (
     ContrastiveResult,
     Interval,
@@ -68,10 +68,11 @@ def _resolve(
     defaults = trace.replay
     pol = policy if policy is not None else (defaults.policy if defaults else None)
     if pol is None:
+        model, other = option_spec("policy", "openai:MODEL"), option_spec("policy", "sim:NAME")
         raise InputError(
-            f"trace {trace.id!r} names no policy: pass the model that recorded it (--policy "
-            "openai:MODEL or anthropic:MODEL, with --base-url for a local server), or --policy "
-            "sim:NAME, path/to/policy.py@name, or an installed plugin"
+            f"trace {trace.id!r} names no policy: pass the model that recorded it ({model} or "
+            f"anthropic:MODEL, with {option_name('base_url')} for a local server), or {other}, "
+            "path/to/policy.py@name, or an installed plugin"
         )
     en = env if env is not None else (defaults.env if defaults and defaults.env else "recorded")
     given = origins or {}
@@ -113,15 +114,21 @@ def _scorer_advice(trace: Trace) -> str:
     ground truth) is checked against it by the judge's extract mode, named first then."""
     tools = sorted({c.name for s in trace.steps for c in s.action.tool_calls})
     called = ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
-    tool = f"--scorer tool-called:NAME (it called {called}), " if tools else ""
-    rest = "--scorer 'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name"
+
+    def scorer(spec: str, quoted: bool = False) -> str:
+        return option_spec("scorer", spec, quoted=quoted)
+
+    tool = f"{scorer('tool-called:NAME')} (it called {called}), " if tools else ""
+    rest = (
+        f"{scorer('regex:PATTERN', True)} (on the final answer), or {scorer('path/to/scorer.py@name')}"
+    )
     if expected_of(trace) is not None:
         extract = (
-            f"--scorer '{JUDGE_SPEC}?mode=extract' (a model reads each run's final answer, "
+            f"{scorer(JUDGE_SPEC + '?mode=extract', True)} (a model reads each run's final answer, "
             "compared with the expected one; see car plugins)"
         )
         return f"it holds the expected answer, so pass {extract}, {tool}{rest}"
-    judge = f"--scorer '{JUDGE_SPEC}' (a model judges each run; see car plugins)"
+    judge = f"{scorer(JUDGE_SPEC, True)} (a model judges each run; see car plugins)"
     if not tools:
         return f"its steps call no tools, so pass {judge}, {rest}"
     return f"pass one: {tool}{judge}, {rest}"

@@ -44,6 +44,14 @@ def option_name(keyword: str, value: str | None = None) -> str:
     return f"{flag} {value}" if value else flag
 
 
+def option_spec(keyword: str, spec: str, *, quoted: bool = False) -> str:
+    """Advice to pass `spec` as `keyword`: `--scorer 'regex:PATTERN'` while `car` runs (in quotes
+    where a shell would read the spec: `quoted`), `scorer='regex:PATTERN'` in Python."""
+    if not COMMAND_LINE.get():
+        return f"{keyword}={spec!r}"
+    return option_name(keyword, f"'{spec}'" if quoted else spec)
+
+
 class CarError(Exception):
     """Root of car's exceptions. `exit_code` is what the command line exits with."""
 

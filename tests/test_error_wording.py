@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, TRACES
+from tests.conftest import ROOT, TRACES, Result
 
 GOOD: dict[str, Any] = json.loads((TRACES / "support-refund.json").read_text())
 
@@ -268,19 +268,36 @@ def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         car.blame(chat, policy=_Unasked())
     assert str(caught.value) == (
-        "trace 'chat-0' names no scorer: its steps call no tools, so pass --scorer "
-        "'llm-judge:openai:MODEL' (a model judges each run; see car plugins), --scorer "
-        "'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name"
+        "trace 'chat-0' names no scorer: its steps call no tools, so pass "
+        "scorer='llm-judge:openai:MODEL' (a model judges each run; see car plugins), "
+        "scorer='regex:PATTERN' (on the final answer), or scorer='path/to/scorer.py@name'"
     )
     refund = tmp_path / "refund.json"
     refund.write_text(_edited(lambda d: d.pop("replay")))
     with pytest.raises(InputError) as caught:
         car.blame(refund, policy="sim:support-refund")
     assert str(caught.value) == (
-        "trace 'support-refund-0' names no scorer: pass one: --scorer tool-called:NAME (it called "
-        "issue_refund, lookup_order), --scorer 'llm-judge:openai:MODEL' (a model judges each run; "
-        "see car plugins), --scorer 'regex:PATTERN' (on the final answer), or --scorer "
-        "path/to/scorer.py@name"
+        "trace 'support-refund-0' names no scorer: pass one: scorer='tool-called:NAME' (it called "
+        "issue_refund, lookup_order), scorer='llm-judge:openai:MODEL' (a model judges each run; "
+        "see car plugins), scorer='regex:PATTERN' (on the final answer), or "
+        "scorer='path/to/scorer.py@name'"
+    )
+
+
+def test_the_missing_scorer_advice_names_the_option_on_the_command_line(
+    run_cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """The command line's advice names `--scorer` (quoting the specs a shell would read); Python's,
+    above, the `scorer=` keyword: Python callers were told to pass a command-line option."""
+    refund = tmp_path / "refund.json"
+    refund.write_text(_edited(lambda d: d.pop("replay")))
+    r = run_cli("blame", refund, "--policy", "sim:support-refund")
+    assert r.code == 2
+    assert r.err.startswith("car: error: ") and r.err.endswith(
+        "trace 'support-refund-0' names no scorer: pass one: --scorer "
+        "tool-called:NAME (it called issue_refund, lookup_order), --scorer "
+        "'llm-judge:openai:MODEL' (a model judges each run; see car plugins), --scorer "
+        "'regex:PATTERN' (on the final answer), or --scorer path/to/scorer.py@name\n"
     )
 
 
@@ -308,10 +325,9 @@ def test_a_trace_holding_the_expected_answer_is_advised_the_extract_judge(tmp_pa
     with pytest.raises(InputError) as caught:
         car.blame(log, policy=_Unasked())
     assert str(caught.value).split(" names no scorer: ")[1] == (
-        "it holds the expected answer, so pass --scorer "
-        "'llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, compared "
-        "with the expected one; see car plugins), --scorer 'regex:PATTERN' (on the final answer), "
-        "or --scorer path/to/scorer.py@name"
+        "it holds the expected answer, so pass scorer='llm-judge:openai:MODEL?mode=extract' (a "
+        "model reads each run's final answer, compared with the expected one; see car plugins), "
+        "scorer='regex:PATTERN' (on the final answer), or scorer='path/to/scorer.py@name'"
     )
     # With tool calls too, the answer check leads.
     refund = tmp_path / "refund.json"
@@ -319,9 +335,25 @@ def test_a_trace_holding_the_expected_answer_is_advised_the_extract_judge(tmp_pa
     with pytest.raises(InputError) as caught:
         car.blame(refund, policy="sim:support-refund")
     assert str(caught.value) == (
-        "trace 'support-refund-0' names no scorer: it holds the expected answer, so pass --scorer "
-        "'llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, compared "
-        "with the expected one; see car plugins), --scorer tool-called:NAME (it called "
-        "issue_refund, lookup_order), --scorer 'regex:PATTERN' (on the final answer), or --scorer "
-        "path/to/scorer.py@name"
+        "trace 'support-refund-0' names no scorer: it holds the expected answer, so pass "
+        "scorer='llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, "
+        "compared with the expected one; see car plugins), scorer='tool-called:NAME' (it called "
+        "issue_refund, lookup_order), scorer='regex:PATTERN' (on the final answer), or "
+        "scorer='path/to/scorer.py@name'"
+    )
+
+
+def test_the_missing_policy_advice_names_the_python_keyword_in_python(tmp_path: Path) -> None:
+    """From Python the advice said `--policy openai:MODEL`, an option no Python caller can pass."""
+    import car
+    from car.errors import InputError
+
+    refund = tmp_path / "refund.json"
+    refund.write_text(_edited(lambda d: d.pop("replay")))
+    with pytest.raises(InputError) as caught:
+        car.blame(refund)
+    assert str(caught.value) == (
+        "trace 'support-refund-0' names no policy: pass the model that recorded it "
+        "(policy='openai:MODEL' or anthropic:MODEL, with base_url= for a local server), or "
+        "policy='sim:NAME', path/to/policy.py@name, or an installed plugin"
     )
