@@ -452,11 +452,10 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     if unpriced:
         say(f"car: note: {unpriced}")
     for res in results:
-        if res.status == "input-error" and not batch:  # a file's error names it, an option's it
-            print(f"car: error: {res.error}", file=sys.stderr)
-        elif res.status in ("input-error", "backend-error") and (not batch or req.quiet):
-            # A backend's failure names the trace it hit, as a scorer's does; -q hides the progress
-            # lines and the summary that name a batch's, so its errors stay, named.
+        if res.status in ("input-error", "backend-error") and (not batch or req.quiet):
+            # An input error or a backend's failure names the trace it hit, as --dry-run's line
+            # does (`_located`); -q hides the progress lines and the summary that name a batch's,
+            # so its errors stay, named.
             print(
                 f"car: error: {_located(res.path, res.label, res.error or res.status)}", file=sys.stderr
             )

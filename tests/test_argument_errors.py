@@ -134,12 +134,15 @@ def test_an_empty_value_says_what_the_option_takes(
 def test_player_groups_are_named_as_given(
     run_cli: Callable[..., Result], players: str, message: str
 ) -> None:
-    """From Python these named the command line's --players."""
+    """From Python these named the command line's --players. The command line names the trace too
+    (the steps are the trace's), as its --dry-run does."""
     with pytest.raises(InputError) as info:
         car.blame(TRACE, players=players, method="shapley")
     assert str(info.value).startswith(f"players={players!r}: {message}")
-    r = run_cli("blame", TRACE, "--players", players, "--method", "shapley", "--no-store")
-    assert r.code == 2 and r.err.startswith(f"car: error: --players {players!r}: {message}"), r.err
+    said = f"car: error: {TRACE}: --players {players!r}: {message}"
+    for dry in ([], ["--dry-run"]):
+        r = run_cli("blame", TRACE, "--players", players, "--method", "shapley", "--no-store", *dry)
+        assert r.code == 2 and r.err.startswith(said), r.err
 
 
 def test_the_adaptive_and_shapley_entry_points_check_with_the_same_rules() -> None:
