@@ -42,6 +42,10 @@ CELLS = [
         "car.blame, a 200-step trace (long, n=200), default settings",
         'blame(scenario_for("long", None, n=200).recorded_trace(0))',
     ),
+    (
+        "car.blame, 240,000 match draws (long-and, 12 steps x match_samples=20000)",
+        'blame("traces/long-and.json", match_samples=20000)',
+    ),
 ]
 
 _PROGRAM = """

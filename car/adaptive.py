@@ -133,7 +133,8 @@ async def run_adaptive(
         if rows <= 0:
             stopped = "budget"
             break
-        jobs = [runner.row(row_arms, replicate + j) for j in range(rows)]
+        # Made as workers free up (gather_all); the range is fixed here, before `replicate` moves on.
+        jobs = (runner.row(row_arms, r) for r in range(replicate, replicate + rows))
         replicate += rows
         for out, cost in await gather_all(jobs, limit=concurrency):
             spent += cost

@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import math
 import numbers
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -35,38 +35,63 @@ T = TypeVar("T")
 
 
 async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> list[T]:
-    """Await every job (at most `limit` at a time) and return their results in order.
+    """Await every job, at most `limit` at a time, and return their results in order.
 
-    On the first failure (or if the caller is cancelled) the other jobs are cancelled and awaited
-    before the exception propagates: no job outlives the call, so none is still making policy calls
-    after the components are closed.
+    `jobs` may be lazy (a generator): with a `limit`, a fixed pool of `limit` workers takes the next
+    job only when a slot frees, so a batch of any size holds at most `limit` jobs at once (the rest
+    are not made yet). Without one, every job is started at once.
+
+    On the first failure (or if the caller is cancelled) no further job is taken, and the started
+    ones are cancelled and awaited before the exception propagates: no job outlives the call, so none
+    is still making policy calls after the components are closed. A job never started is never made
+    (a generator is closed) or, when it was made already (a list of coroutines), closed unawaited.
     """
-    gate = asyncio.Semaphore(limit) if limit is not None else None
+    if limit is not None and limit < 1:
+        _close(iter(jobs))
+        raise ValueError(f"gather_all: limit must be at least 1, got {limit}")
+    if limit is None:  # every job at once: one worker each
+        jobs = list(jobs)
+        limit = max(1, len(jobs))
+    pending = iter(jobs)
+    results: list[Any] = []
+    stop = False
 
-    async def one(job: Awaitable[T]) -> T:
-        try:
-            if gate is None:
-                return await job
-            async with gate:
-                return await job
-        finally:
-            if asyncio.iscoroutine(job):
-                job.close()  # a no-op once it ran; a job cancelled before its turn never starts
+    async def worker() -> None:
+        nonlocal stop
+        while not stop:
+            job = next(pending, None)
+            if job is None:
+                return
+            i = len(results)
+            results.append(None)
+            try:
+                results[i] = await job
+            except BaseException:
+                stop = True  # the others take no further job
+                raise
 
-    jobs = list(jobs)
-    tasks = [asyncio.ensure_future(one(j)) for j in jobs]
+    tasks = [asyncio.ensure_future(worker()) for _ in range(limit)]
     try:
-        return list(await asyncio.gather(*tasks))
+        await asyncio.gather(*tasks)
     except BaseException:
+        stop = True
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # A task cancelled before its first step never enters `one`, so its job is closed here
-        # (else Python warns, on Ctrl-C, that a coroutine was never awaited).
-        for job in jobs:
-            if asyncio.iscoroutine(job):
-                job.close()
+        _close(pending)
         raise
+    return results
+
+
+def _close(pending: Iterator[Awaitable[Any]]) -> None:
+    """Drop the jobs `gather_all` never took: a generator is closed before it makes them; jobs made
+    already (a list's coroutines) are closed, else Python warns that each was never awaited."""
+    if isinstance(pending, Generator):
+        pending.close()
+        return
+    for job in pending:
+        if asyncio.iscoroutine(job):
+            job.close()
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ class _Game:
         self._start = self.replay.counters.rollouts
 
     async def run(self, plan: Plan, replicate: int) -> Rollout:
-        """One rollout, at most `concurrency` in flight (walks start many pairs at once)."""
+        """One rollout, at most `concurrency` in flight (a pair of walks may run two at once)."""
         async with self.limit():
             rollout = await self.replay.run(plan, replicate)
         self.tick()
@@ -434,7 +434,9 @@ async def _play(
     async def start(first: int, count: int) -> None:
         unit = _replicate if exact else _pair
         jobs = (unit(game, u, v_all, shared_seeds) for u in range(first, first + count))
-        units.extend(await gather_all(jobs))
+        # `concurrency` units at a time keep as many rollouts in flight (a replicate runs one at a
+        # time, a pair of walks one or two) while holding the partial rollouts of no more units.
+        units.extend(await gather_all(jobs, game.concurrency))
 
     started = await _rounds(spend, worst, target, fit, start)
     estimate = fit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -417,7 +417,66 @@ def test_gather_all_leaves_no_job_running_after_a_failure(limit: int | None) -> 
     assert finished == []
 
 
-def test_gather_all_cancelled_before_its_jobs_start_closes_them() -> None:
+def test_gather_all_makes_a_job_only_when_a_worker_is_free() -> None:
+    """A batch planned lazily holds at most `limit` jobs at once, however large it is: the jobs
+    waiting for a slot are not made yet (as coroutines and tasks they cost a kilobyte or more apiece,
+    and callers plan up to physical memory / 1 KB of them)."""
+    made = finished = most_held = 0
+    release = asyncio.Event()
+
+    async def job(i: int) -> int:
+        nonlocal finished
+        await release.wait()
+        finished += 1
+        return i
+
+    def jobs() -> Iterator[Awaitable[int]]:
+        nonlocal made, most_held
+        for i in range(1000):
+            made += 1
+            most_held = max(most_held, made - finished)
+            yield job(i)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(gather_all(jobs(), limit=4))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert made == 4  # while the first jobs wait, the 996 others are not made
+        release.set()
+        assert await task == list(range(1000))
+
+    asyncio.run(go())
+    assert most_held == 4
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+def test_gather_all_takes_no_job_after_a_failure(limit: int | None) -> None:
+    """A failure stops the batch: a generator is closed without making the jobs it had left."""
+    made, closed = 0, False
+
+    async def job(i: int) -> int:
+        await asyncio.sleep(0)
+        if i == 3:
+            raise RuntimeError("policy unreachable")
+        return i
+
+    def jobs() -> Iterator[Awaitable[int]]:
+        nonlocal made, closed
+        try:
+            for i in range(10 if limit is None else 10_000):
+                made += 1
+                yield job(i)
+        finally:
+            closed = True
+
+    with pytest.raises(RuntimeError, match="policy unreachable"):
+        asyncio.run(gather_all(jobs(), limit))
+    assert closed
+    assert made == (10 if limit is None else 5)  # 0 to 3, and 4 in the slot 2 freed
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_gather_all_cancelled_before_its_jobs_start_closes_them(limit: int | None) -> None:
     """Ctrl-C as a batch of jobs was being started: each job is closed, not left for Python to warn
     about ("coroutine ... was never awaited", printed under `car: interrupted`)."""
     import inspect
@@ -428,8 +487,8 @@ def test_gather_all_cancelled_before_its_jobs_start_closes_them() -> None:
     jobs = [job(), job()]
 
     async def go() -> None:
-        task = asyncio.ensure_future(gather_all(jobs))
-        await asyncio.sleep(0)  # gather_all has made its tasks; none has started
+        task = asyncio.ensure_future(gather_all(jobs, limit))
+        await asyncio.sleep(0)  # gather_all has made its workers; none has taken a job
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
