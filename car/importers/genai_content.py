@@ -66,6 +66,7 @@ class Msg:
     # or built-in tool), so the result is the observation of the call that produced the turn.
     in_turn: bool = False
     error: bool = False  # a tool result the tool reported as an error (Anthropic's is_error)
+    at: At = field(kw_only=True)  # where it sits (a result that cannot be paired is named there)
 
 
 class Unimported:
@@ -241,7 +242,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
     role = str(m.get("role") or "user")
     if isinstance(m.get("parts"), list):
         in_turn = role in ("assistant", "model")
-        msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None)
+        msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None, at=at)
         texts: list[str] = []
         for j, p in enumerate(m["parts"]):
             here = at / "parts" / j
@@ -259,7 +260,8 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
                 msg.calls.append(c)
             elif kind in _RESULT_KEYS:
                 answers = opt_id(p.get("id"), here / "id", "the id of the tool call this part answers")
-                answer = Msg("tool", _result(p, kind, here, b), call_id=answers, in_turn=in_turn)
+                result = _result(p, kind, here, b)
+                answer = Msg("tool", result, call_id=answers, in_turn=in_turn, at=here)
                 (after if in_turn else before).append(answer)
             elif kind in _REASONING:
                 msg.reasoning.append((here, p))
@@ -273,7 +275,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
         keep = [msg] if msg.text or msg.calls or role != "tool" else []
         return [*before, *keep, *after]
     content = m.get("content")
-    msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None)
+    msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None, at=at)
     msg.reasoning += chat_reasoning(m, at)  # DeepSeek, vLLM, OpenRouter, LiteLLM
     if isinstance(content, list):
         for j, p in enumerate(content):
@@ -375,7 +377,7 @@ def _openinference_messages(
         key = f"{prefix}.{i}"
         role = str(fields.get("message.role") or "user")
         answers = attr_id(span, f"{key}.message.tool_call_id", fields.get("message.tool_call_id"))
-        msg = Msg(role=role, call_id=answers)
+        msg = Msg(role=role, call_id=answers, at=span.place(f"{key}.message.role"))
         texts: list[str] = []
         part_calls: list[tuple[bool, ToolCall]] = []  # the tool_use parts': was an id recorded
         for j, part in _indexed(fields, "message.contents").items():
@@ -473,7 +475,8 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported, ids
             part = {"type": "reasoning", "content": as_text(content)}
             thinking.append((span.place(f"{key}.content"), part))
             continue
-        msg = Msg(role=role, name=fields["name"] if isinstance(fields.get("name"), str) else None)
+        name = fields["name"] if isinstance(fields.get("name"), str) else None
+        msg = Msg(role=role, name=name, at=span.place(f"{key}.role"))
         msg.call_id = attr_id(span, f"{key}.tool_call_id", fields.get("tool_call_id"))
         msg.calls = _flat_calls(span, fields, key, "tool_calls", _FLAT_CALL, f"{ids}{i}")
         legacy = {
@@ -498,7 +501,7 @@ def _flat_genai(span: Span, prefix: str, b: Builder, unimported: Unimported, ids
         if out:
             out[-1].reasoning += thinking
         else:
-            out.append(Msg("assistant", reasoning=thinking))
+            out.append(Msg("assistant", reasoning=thinking, at=thinking[0][0]))
     return out
 
 
@@ -565,7 +568,8 @@ def _flat_parts(
                 p.get("tool_use_id"), here / "tool_use_id", "the id of the tool call this block answers"
             )
             text = _block_text(p.get("content"), here / "content", b, unimported)
-            results.append(Msg("tool", text, call_id=answers, error=p.get("is_error") is True))
+            error = p.get("is_error") is True
+            results.append(Msg("tool", text, call_id=answers, error=error, at=here))
         elif kind == "thinking":
             # as the `thinking` message of a completion is read, so the two are one piece
             msg.reasoning.append((here, {"type": "reasoning", "content": as_text(p.get("thinking"))}))

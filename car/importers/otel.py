@@ -157,7 +157,8 @@ class OtlpJson:
                 reasoning.output(place, part, reasoning_sealed(part))
             system = system_instructions(s.attrs)
             if system:
-                inputs = [Msg("system", system), *[m for m in inputs if m.role != "system"]]
+                told = Msg("system", system, at=s.place("gen_ai.system_instructions"))
+                inputs = [told, *[m for m in inputs if m.role != "system"]]
             tools = tool_definitions(s.attrs)
             b.actor(
                 actor,
@@ -387,25 +388,36 @@ def _answer_function_results(b: Builder, steps: list[dict[str, Any]]) -> None:
     nothing at all (OpenLLMetry writes neither an id nor the name). Each input repeats the earlier
     results in order, so in each input they answer the calls the steps before it made, in order: a
     result answers the first call no earlier result of that input answered, the first of its name
-    when it names one, as `openai-chat` pairs results without an id. It becomes the tool message of
-    that call, as a result with an id is.
+    when there is one, as `openai-chat` pairs results without an id. It becomes the tool message of
+    that call, as a result with an id is. One that answers no recorded call is named.
     """
     for k, st in enumerate(steps):
         left = [c for earlier in steps[:k] for c in earlier["calls"]]
         for m in st["inputs"]:
             if m.role != "function" or m.call_id:
                 continue
-            call = next((c for c in left if m.name is None or c.name == m.name), None)
-            if call is None:
+            i = _first(left, m.name)
+            if i is None:
+                b.warn(
+                    "orphan-tool-result",
+                    "tool results recorded without a call id answer no call recorded before them "
+                    "(a first request may repeat an earlier conversation): each stays in its "
+                    "input's context, a tool message answering no call, and is no step's "
+                    f"observation; first at {m.at.where()}",
+                )
                 continue
-            left.remove(call)
-            m.role, m.call_id = "tool", call.id
+            m.role, m.call_id = "tool", left.pop(i).id
             b.warn(
                 "results-paired-by-order",
                 "function results (OpenAI's legacy function calling, which records no call ids) "
                 "were paired with the calls made before them, in order (by function name where the "
-                "result names one)",
+                f"result names one); first at {m.at.where()}",
             )
+
+
+def _first(calls: list[ToolCall], name: str | None) -> int | None:
+    """The index of the first of `calls` named `name`, else of the first; None when there is none."""
+    return next((i for i, c in enumerate(calls) if c.name == name), 0 if calls else None)
 
 
 # What a call rebuilt from a tool span is named by, refused when there is none

@@ -310,6 +310,43 @@ def test_calls_without_ids_get_ids_unique_in_the_trace(tmp_path: Path) -> None:
     ]
 
 
+def _function_run(tmp_path: Path, result: dict[str, Any]) -> Trace:
+    """One search call, then `result` in the next call's input after the call."""
+    ask = {"role": "user", "content": "where is Paris?"}
+    search = {"role": "assistant", "function_call": {"name": "search", "arguments": "{}"}}
+    calls = [
+        _chat(1, [ask], [search]),
+        _chat(2, [ask, search, result], [{"role": "assistant", "content": "In France."}]),
+    ]
+    (t,) = import_file(_write(tmp_path, _otlp(*calls)))
+    return t
+
+
+def test_a_function_result_named_after_no_call_answers_the_first_call_left(tmp_path: Path) -> None:
+    # It was left unpaired, without a word: no step's observation, a tool message without an id.
+    t = _function_run(tmp_path, {"role": "function", "name": "lookup", "content": "in France"})
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("call_0_0_0", "in France")]
+    assert _warning(t, "results-paired-by-order").endswith(
+        "first at $.resourceSpans[0].scopeSpans[0].spans[1].attributes[2].value.stringValue[2]"
+    )
+
+
+def test_a_result_no_recorded_call_can_answer_is_named(tmp_path: Path) -> None:
+    # OpenLLMetry writes neither the function_call of an input's assistant message nor the name of
+    # a function message: a result from before the run answers no recorded call. It stays in the
+    # context, and was said nowhere.
+    prompts = {"0.role": "user", "0.content": "where is Paris?", "1.role": "assistant"}
+    prompts |= {"2.role": "function", "2.content": "in France", "3.role": "user"}
+    prompts |= {"3.content": "and Rome?"}
+    (t,) = import_file(
+        _write(tmp_path, _otlp(_legacy_call(1, prompts, {"0.role": "assistant", "0.content": "Italy."})))
+    )
+    assert [(m.role, m.content) for m in t.steps[0].context or ()][2] == ("tool", "in France")
+    message = _warning(t, "orphan-tool-result")
+    assert "answer no call recorded before them" in message
+    assert message.endswith(f"first at {_SPAN0}.attributes[5].value.stringValue")  # 2.role
+
+
 # -- failed calls ---------------------------------------------------------------------------------
 
 
