@@ -198,7 +198,7 @@ class OtlpJson:
         early = self._attach_tools(b, spans, steps)
         if failed:
             self._failed(b, trace_id, failed, bool(steps or early))
-        _answer_function_results(b, steps)
+        _answer_results_without_ids(b, steps)
         self._observations_from_inputs(steps)
         for t, call, result in early:
             # A tool ran before the first model call (setup, a retrieval): the environment's step.
@@ -381,11 +381,12 @@ class OtlpJson:
                     steps[open_[0]]["obs"].append((m.call_id, m.text, m.error))
 
 
-def _answer_function_results(b: Builder, steps: list[dict[str, Any]]) -> None:
-    """Give the results of OpenAI's legacy function calling the id of the call they answer.
+def _answer_results_without_ids(b: Builder, steps: list[dict[str, Any]]) -> None:
+    """Give the tool results recorded without a call id the id of the call they answer.
 
-    That API records no call ids: a result is a message of role `function` naming the function, or
-    nothing at all (OpenLLMetry writes neither an id nor the name). Each input repeats the earlier
+    OpenAI's legacy function calling records no call ids: a result is a message of role `function`
+    naming the function, or nothing at all (OpenLLMetry writes neither an id nor the name), and
+    OpenLLMetry's events give a tool message its content alone. Each input repeats the earlier
     results in order, so in each input they answer the calls the steps before it made, in order: a
     result answers the first call no earlier result of that input answered, the first of its name
     when there is one, as `openai-chat` pairs results without an id. It becomes the tool message of
@@ -394,7 +395,14 @@ def _answer_function_results(b: Builder, steps: list[dict[str, Any]]) -> None:
     for k, st in enumerate(steps):
         left = [c for earlier in steps[:k] for c in earlier["calls"]]
         for m in st["inputs"]:
-            if m.role != "function" or m.call_id:
+            if m.role not in ("tool", "function"):
+                continue
+            if m.call_id:
+                i = next((i for i, c in enumerate(left) if c.id == m.call_id), None)
+                if i is not None:
+                    del left[i]
+                continue
+            if m.in_turn:  # a server tool's result answers the call of the turn it is given in
                 continue
             i = _first(left, m.name)
             if i is None:
@@ -409,9 +417,9 @@ def _answer_function_results(b: Builder, steps: list[dict[str, Any]]) -> None:
             m.role, m.call_id = "tool", left.pop(i).id
             b.warn(
                 "results-paired-by-order",
-                "function results (OpenAI's legacy function calling, which records no call ids) "
-                "were paired with the calls made before them, in order (by function name where the "
-                f"result names one); first at {m.at.where()}",
+                "tool results recorded without a call id (OpenAI's legacy function results, and "
+                "tool messages without one) were paired with the calls made before them, in order "
+                f"(by name where the result names one); first at {m.at.where()}",
             )
 
 

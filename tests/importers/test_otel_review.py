@@ -347,6 +347,55 @@ def test_a_result_no_recorded_call_can_answer_is_named(tmp_path: Path) -> None:
     assert message.endswith(f"first at {_SPAN0}.attributes[5].value.stringValue")  # 2.role
 
 
+def test_openllmetry_tool_events_without_ids_answer_the_calls_before_them(tmp_path: Path) -> None:
+    # OpenLLMetry's event mode writes a tool message's content alone, without the id of the call it
+    # answers (and a legacy function result as a user message of role function).
+    first, second = _chat(1, None, None), _chat(5, None, None)
+    call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+    made = {"tool_calls": [call]}
+    records = [
+        _log(first, 2, "gen_ai.user.message", {"content": "weather?"}),
+        _log(first, 3, "gen_ai.choice", {"index": "0", "message": made}),
+        _log(second, 6, "gen_ai.user.message", {"content": "weather?"}),
+        _log(second, 7, "gen_ai.assistant.message", made),
+        _log(second, 8, "gen_ai.tool.message", {"content": "snow"}),
+        _log(second, 9, "gen_ai.choice", {"message": {"role": "assistant", "content": "Snow."}}),
+    ]
+    f = tmp_path / "otel.jsonl"
+    f.write_text(f"{json.dumps(_otlp(first, second))}\n{json.dumps(_logs(*records))}\n")
+    (t,) = import_file(f)
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c1", "snow")]
+    context = t.steps[1].context or ()
+    assert [(m.role, m.tool_call_id) for m in context][1:] == [("assistant", None), ("tool", "c1")]
+    assert _warning(t, "results-paired-by-order").endswith(
+        "first at line 2: $.resourceLogs[0].scopeLogs[0].logRecords[4].body.kvlistValue"
+    )
+
+
+def test_a_result_without_an_id_answers_no_call_a_result_with_one_answered(tmp_path: Path) -> None:
+    ask = _text("user", "where is Paris, and its weather?")
+
+    def made(name: str, **id_: str) -> dict[str, Any]:
+        return {"role": "assistant", "parts": [{"type": "tool_call", "name": name, **id_}]}
+
+    def result(text: str, **id_: str) -> dict[str, Any]:
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "response": text, **id_}]}
+
+    search, found = made("search", id="c1"), result("in France", id="c1")
+    weather = made("weather")
+    calls = [
+        _chat(1, [ask], [search]),
+        _chat(2, [ask, search, found], [weather]),
+        _chat(3, [ask, search, found, weather, result("18C")], [_text("assistant", "France, 18C.")]),
+    ]
+    (t,) = import_file(_write(tmp_path, _otlp(*calls)))
+    assert [[(o.call_id, o.content) for o in s.observations] for s in t.steps] == [
+        [("c1", "in France")],
+        [("call_1_0_0", "18C")],
+        [],
+    ]
+
+
 # -- failed calls ---------------------------------------------------------------------------------
 
 
