@@ -389,12 +389,17 @@ def _answer_results_without_ids(b: Builder, steps: list[dict[str, Any]]) -> None
     OpenLLMetry's events give a tool message its content alone. Each input repeats the earlier
     results in order, so in each input they answer the calls the steps before it made, in order: a
     result answers the first call no earlier result of that input answered, the first of its name
-    when there is one, as `openai-chat` pairs results without an id. It becomes the tool message of
-    that call, as a result with an id is. One that answers no recorded call is named.
+    when there is one, as `openai-chat` pairs results without an id. The call of the input's
+    assistant message it follows, recorded without an id too, takes that id, so the context's tool
+    message answers a call before it; a result from before the run (a first request that repeats
+    an earlier conversation) answers that call alone. One that answers no recorded call is named.
     """
     for k, st in enumerate(steps):
         left = [c for earlier in steps[:k] for c in earlier["calls"]]
+        # this input's calls recorded without an id (`span_messages` names them) not answered yet
+        unkeyed: list[tuple[Msg, int]] = []
         for m in st["inputs"]:
+            unkeyed += [(m, j) for j, c in enumerate(m.calls) if c.id.startswith(f"call_{k}_in_")]
             if m.role not in ("tool", "function"):
                 continue
             if m.call_id:
@@ -405,7 +410,14 @@ def _answer_results_without_ids(b: Builder, steps: list[dict[str, Any]]) -> None
             if m.in_turn:  # a server tool's result answers the call of the turn it is given in
                 continue
             i = _first(left, m.name)
-            if i is None:
+            call = left.pop(i) if i is not None else None
+            i = _first([said.calls[j] for said, j in unkeyed], m.name)
+            if i is not None:
+                said, j = unkeyed.pop(i)
+                if call is None:  # a call from before the run, made by no step
+                    call = said.calls[j]
+                said.calls[j] = said.calls[j].model_copy(update={"id": call.id})
+            if call is None:
                 b.warn(
                     "orphan-tool-result",
                     "tool results recorded without a call id answer no call recorded before them "
@@ -414,7 +426,7 @@ def _answer_results_without_ids(b: Builder, steps: list[dict[str, Any]]) -> None
                     f"observation; first at {m.at.where()}",
                 )
                 continue
-            m.role, m.call_id = "tool", left.pop(i).id
+            m.role, m.call_id = "tool", call.id
             b.warn(
                 "results-paired-by-order",
                 "tool results recorded without a call id (OpenAI's legacy function results, and "

@@ -310,6 +310,32 @@ def test_calls_without_ids_get_ids_unique_in_the_trace(tmp_path: Path) -> None:
     ]
 
 
+def _answered_in_context(t: Trace) -> None:
+    """Each tool message of every step's context answers a call of an assistant message before it
+    in that context, as an OpenAI-style server requires of the messages it is sent."""
+    for s in t.steps:
+        made: set[str] = set()
+        for m in s.context or ():
+            if m.role == "tool":
+                assert m.tool_call_id in made, (s.index, m)
+            made |= {c.id for c in m.tool_calls}
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["messages", "events"])
+def test_an_input_s_calls_without_ids_take_the_ids_of_the_calls_their_results_answer(
+    tmp_path: Path, events: bool
+) -> None:
+    # The input's own calls were call_2_in_1_0 and call_2_in_2_0, while the results after them
+    # answered call_0_0_0 and call_1_0_0: no tool message answered a call of its context.
+    t = _legacy_json_run(tmp_path, events=events)
+    context = t.steps[2].context or ()
+    assert [[c.id for c in m.tool_calls] for m in context if m.role == "assistant"] == [
+        ["call_0_0_0"],
+        ["call_1_0_0"],
+    ]
+    _answered_in_context(t)
+
+
 def _function_run(tmp_path: Path, result: dict[str, Any]) -> Trace:
     """One search call, then `result` in the next call's input after the call."""
     ask = {"role": "user", "content": "where is Paris?"}
@@ -326,9 +352,30 @@ def test_a_function_result_named_after_no_call_answers_the_first_call_left(tmp_p
     # It was left unpaired, without a word: no step's observation, a tool message without an id.
     t = _function_run(tmp_path, {"role": "function", "name": "lookup", "content": "in France"})
     assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("call_0_0_0", "in France")]
+    _answered_in_context(t)
     assert _warning(t, "results-paired-by-order").endswith(
         "first at $.resourceSpans[0].scopeSpans[0].spans[1].attributes[2].value.stringValue[2]"
     )
+
+
+def test_a_result_of_a_call_made_before_the_run_answers_its_call_in_the_input(
+    tmp_path: Path,
+) -> None:
+    # The first request repeats an earlier conversation (a chat server traces each request): the
+    # result answers the call before it in that input, which no step made.
+    ask = {"role": "user", "content": "where is Paris?"}
+    search = {"role": "assistant", "function_call": {"name": "search", "arguments": "{}"}}
+    result = {"role": "function", "name": "search", "content": "in France"}
+    inputs = [ask, search, result, {"role": "user", "content": "and Rome?"}]
+    f = _write(tmp_path, _otlp(_chat(1, inputs, [{"role": "assistant", "content": "In Italy."}])))
+    (t,) = import_file(f)
+    context = t.steps[0].context or ()
+    assert [(m.role, m.tool_call_id) for m in context][1:3] == [
+        ("assistant", None),
+        ("tool", "call_0_in_1_0"),
+    ]
+    _answered_in_context(t)
+    assert "results-paired-by-order" in _codes(t)
 
 
 def test_a_result_no_recorded_call_can_answer_is_named(tmp_path: Path) -> None:
@@ -367,6 +414,7 @@ def test_openllmetry_tool_events_without_ids_answer_the_calls_before_them(tmp_pa
     assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("c1", "snow")]
     context = t.steps[1].context or ()
     assert [(m.role, m.tool_call_id) for m in context][1:] == [("assistant", None), ("tool", "c1")]
+    _answered_in_context(t)
     assert _warning(t, "results-paired-by-order").endswith(
         "first at line 2: $.resourceLogs[0].scopeLogs[0].logRecords[4].body.kvlistValue"
     )
@@ -394,6 +442,7 @@ def test_a_result_without_an_id_answers_no_call_a_result_with_one_answered(tmp_p
         [("call_1_0_0", "18C")],
         [],
     ]
+    _answered_in_context(t)
 
 
 # -- failed calls ---------------------------------------------------------------------------------
