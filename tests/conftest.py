@@ -8,6 +8,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "traces"
+# A policy that reports token usage, as a model backend does (see the file).
+METERED = f"{ROOT / 'tests' / 'fixtures' / 'metered.py'}@policy"
 SHARED = ROOT.parent / "shared"
 
 

@@ -27,8 +27,8 @@ from car.outputs import (
     write_github_summary,
 )
 from car.report import Report
+from tests.conftest import METERED, TRACES
 
-TRACES = Path(__file__).resolve().parent.parent / "traces"
 PIVOT = str(TRACES / "pivot.json")
 
 DOWN_POLICY = (
@@ -304,22 +304,8 @@ def test_estimates_follow_the_method() -> None:
 
 
 def test_cost_from_usage_and_prices(work: Path) -> None:
-    (work / "metered.py").write_text(
-        "from car.sim import make\n"
-        "class Metered:\n"
-        "    spec = 'metered'\n"
-        "    def __init__(self, inner):\n"
-        "        self.inner = inner\n"
-        "        self.usage = {'input_tokens': 0, 'output_tokens': 0}\n"
-        "    async def act(self, decision, key):\n"
-        "        self.usage['input_tokens'] += 1000\n"
-        "        self.usage['output_tokens'] += 10\n"
-        "        return await self.inner.act(decision, key)\n"
-        "def policy(trace):\n"
-        "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
-    )
     opts = BatchOptions(
-        policy="metered.py@policy",
+        policy=METERED,
         samples=4,
         match_samples=4,
         prices={"input_tokens": 2.0, "output_tokens": 10.0},
@@ -1126,21 +1112,12 @@ def test_a_priced_counter_nobody_reports_is_noted(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`--price input_token=...` (a typo) would silently cost 0."""
-    (work / "metered.py").write_text(
-        "from car.sim import make\n"
-        "class Metered:\n"
-        "    spec = 'metered'\n"
-        "    def __init__(self, inner):\n"
-        "        self.inner, self.usage = inner, {'input_tokens': 0}\n"
-        "    async def act(self, decision, key):\n"
-        "        self.usage['input_tokens'] += 10\n"
-        "        return await self.inner.act(decision, key)\n"
-        "def policy(trace):\n"
-        "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
-    )
-    args = ["blame", PIVOT, *FAST, "--policy", "metered.py@policy"]
+    args = ["blame", PIVOT, *FAST, "--policy", METERED]
     code, _, err = run([*args, "--price", "input_token=2.5"], capsys)
     assert code == 0
-    assert "car: note: --price input_token: no such counter in this run (reported: input_tokens)" in err
+    assert (
+        "car: note: --price input_token: no such counter in this run "
+        "(reported: input_tokens, output_tokens)" in err
+    )
     code, _, err = run([*args, "--price", "input_tokens=2.5"], capsys)
     assert code == 0 and "--price" not in err

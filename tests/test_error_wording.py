@@ -257,26 +257,33 @@ class _Unasked:
         raise AssertionError("no rollout runs without a scorer")
 
 
-def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
-    """A trace that names no scorer was told to use tool-called:NAME first, whatever it held: a chat
-    with no tool calls is scored by a judge (or a pattern), and one with tools is told which."""
+def _refused(trace: Path, policy: Any) -> str:
+    """What `car.blame` says of `trace`, which names no scorer."""
     import car
     from car.errors import InputError
 
+    with pytest.raises(InputError) as caught:
+        car.blame(trace, policy=policy)
+    return str(caught.value)
+
+
+def _refund_naming_no_scorer(tmp_path: Path, **metadata: str) -> Path:
+    refund = tmp_path / "refund.json"
+    refund.write_text(_edited(lambda d: (d.pop("replay"), d["metadata"].update(metadata))))
+    return refund
+
+
+def test_the_missing_scorer_advice_fits_the_trace(tmp_path: Path) -> None:
+    """A trace that names no scorer was told to use tool-called:NAME first, whatever it held: a chat
+    with no tool calls is scored by a judge (or a pattern), and one with tools is told which."""
     chat = tmp_path / "chat.json"
     chat.write_text(json.dumps(CHAT))
-    with pytest.raises(InputError) as caught:
-        car.blame(chat, policy=_Unasked())
-    assert str(caught.value) == (
+    assert _refused(chat, _Unasked()) == (
         "trace 'chat-0' names no scorer: its steps call no tools, so pass "
         "scorer='llm-judge:openai:MODEL' (a model judges each run; see car plugins), "
         "scorer='regex:PATTERN' (on the final answer), or scorer='path/to/scorer.py@name'"
     )
-    refund = tmp_path / "refund.json"
-    refund.write_text(_edited(lambda d: d.pop("replay")))
-    with pytest.raises(InputError) as caught:
-        car.blame(refund, policy="sim:support-refund")
-    assert str(caught.value) == (
+    assert _refused(_refund_naming_no_scorer(tmp_path), "sim:support-refund") == (
         "trace 'support-refund-0' names no scorer: pass one: scorer='tool-called:NAME' (it called "
         "issue_refund, lookup_order), scorer='llm-judge:openai:MODEL' (a model judges each run; "
         "see car plugins), scorer='regex:PATTERN' (on the final answer), or "
@@ -289,8 +296,7 @@ def test_the_missing_scorer_advice_names_the_option_on_the_command_line(
 ) -> None:
     """The command line's advice names `--scorer` (quoting the specs a shell would read); Python's,
     above, the `scorer=` keyword: Python callers were told to pass a command-line option."""
-    refund = tmp_path / "refund.json"
-    refund.write_text(_edited(lambda d: d.pop("replay")))
+    refund = _refund_naming_no_scorer(tmp_path)
     r = run_cli("blame", refund, "--policy", "sim:support-refund")
     assert r.code == 2
     assert r.err.startswith("car: error: ") and r.err.endswith(
@@ -304,9 +310,6 @@ def test_the_missing_scorer_advice_names_the_option_on_the_command_line(
 def test_a_trace_holding_the_expected_answer_is_advised_the_extract_judge(tmp_path: Path) -> None:
     """A Who&When log carries its ground truth (the trace's `metadata.expected`), which the judge's
     extract mode checks each run's answer against: the advice named only the rubric judge."""
-    import car
-    from car.errors import InputError
-
     log = tmp_path / "ww.json"
     log.write_text(
         json.dumps(
@@ -322,19 +325,14 @@ def test_a_trace_holding_the_expected_answer_is_advised_the_extract_judge(tmp_pa
             }
         )
     )
-    with pytest.raises(InputError) as caught:
-        car.blame(log, policy=_Unasked())
-    assert str(caught.value).split(" names no scorer: ")[1] == (
+    assert _refused(log, _Unasked()).split(" names no scorer: ")[1] == (
         "it holds the expected answer, so pass scorer='llm-judge:openai:MODEL?mode=extract' (a "
         "model reads each run's final answer, compared with the expected one; see car plugins), "
         "scorer='regex:PATTERN' (on the final answer), or scorer='path/to/scorer.py@name'"
     )
     # With tool calls too, the answer check leads.
-    refund = tmp_path / "refund.json"
-    refund.write_text(_edited(lambda d: (d.pop("replay"), d["metadata"].update(expected="7.50"))))
-    with pytest.raises(InputError) as caught:
-        car.blame(refund, policy="sim:support-refund")
-    assert str(caught.value) == (
+    refund = _refund_naming_no_scorer(tmp_path, expected="7.50")
+    assert _refused(refund, "sim:support-refund") == (
         "trace 'support-refund-0' names no scorer: it holds the expected answer, so pass "
         "scorer='llm-judge:openai:MODEL?mode=extract' (a model reads each run's final answer, "
         "compared with the expected one; see car plugins), scorer='tool-called:NAME' (it called "

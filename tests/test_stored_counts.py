@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TRACES, Result
+from tests.conftest import METERED, TRACES, Result
 
 RunCli = Callable[..., Result]
 TRACE = TRACES / "support-refund.json"
@@ -98,20 +98,6 @@ def test_a_record_rerendered_from_a_report_does_not_claim_the_run_was_free(
     assert json.loads(reread.out)["rollouts"] == {"fresh": None, "stored": None}
 
 
-METERED = (
-    "from car.sim import make\n"
-    "class Metered:\n"
-    "    spec = 'metered'\n"
-    "    def __init__(self, inner):\n"
-    "        self.inner, self.usage = inner, {'input_tokens': 0}\n"
-    "    async def act(self, decision, key):\n"
-    "        self.usage['input_tokens'] += 10\n"
-    "        return await self.inner.act(decision, key)\n"
-    "def policy(trace):\n"
-    "    return Metered(make('policy', 'pivot', trace, 'sim:pivot'))\n"
-)
-
-
 def test_a_record_rerendered_from_a_report_does_not_claim_no_tokens_were_used(
     tmp_path: Path, run_cli: RunCli
 ) -> None:
@@ -120,8 +106,7 @@ def test_a_record_rerendered_from_a_report_does_not_claim_no_tokens_were_used(
     while blame's own record keeps what the components reported."""
     import json
 
-    (tmp_path / "metered.py").write_text(METERED)
-    run = ("--policy", f"{tmp_path / 'metered.py'}@policy", "--samples", "4", "--no-store")
+    run = ("--policy", METERED, "--samples", "4", "--no-store")
     store = tmp_path / "s.sqlite"
     saved, streamed = tmp_path / "r.json", tmp_path / "r.jsonl"
     pivot = TRACES / "pivot.json"
