@@ -232,11 +232,19 @@ def _messages(
     return out
 
 
-def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimported) -> list[Msg]:
+def _message(
+    m: dict[str, Any],
+    at: At,
+    b: Builder,
+    ids: str,
+    unimported: Unimported,
+    beside: tuple[dict[str, Any], At] | None = None,
+) -> list[Msg]:
     """One message at `at`, whose calls recorded without an id are `{ids}_{j}`. A parts-model
     message's tool_call_response parts become tool messages of their own: before it (they answer
     earlier calls), or, in an assistant message, after it (a server or built-in tool's result, given
-    inside the turn)."""
+    inside the turn). `beside` is the object holding the message (and its place) when that lists
+    calls of the message beside it, as OpenLLMetry's `gen_ai.choice` event body does."""
     before: list[Msg] = []
     after: list[Msg] = []
     role = str(m.get("role") or "user")
@@ -272,6 +280,7 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
             else:
                 unimported.part(kind, here)
         msg.text = "\n".join(texts)
+        msg.calls += _calls_beside(beside, msg.calls, len(m["parts"]), b, ids)
         keep = [msg] if msg.text or msg.calls or role != "tool" else []
         return [*before, *keep, *after]
     content = m.get("content")
@@ -290,6 +299,22 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
                     unimported.part(p.get("type"), at / "content" / j)
         content = [p for p in content if not _is_reasoning(p)]
     msg.text = _with_refusal(_content(content), m.get("refusal"))
+    msg.calls = [c for _, c in _listed_calls(m, at, b, ids)]
+    own = len(m.get("tool_calls") or ()) or int(m.get("function_call") is not None)
+    msg.calls += _calls_beside(beside, msg.calls, own, b, ids)
+    # A tool message names the call it answers in tool_call_id, or (event style) in id.
+    key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
+    if key == "tool_call_id" or role == "tool":
+        msg.call_id = opt_id(m.get(key), at / key, "the id of the tool call this message answers")
+    return [msg]
+
+
+def _listed_calls(
+    m: dict[str, Any], at: At, b: Builder, ids: str, first: int = 0
+) -> list[tuple[bool, ToolCall]]:
+    """The calls an OpenAI-style message `m` at `at` lists in `tool_calls`, or its legacy
+    `function_call`, each with whether it was recorded with an id (the j-th without one is
+    `{ids}_{first + j}`)."""
     listed = (at / "tool_calls").arr(m.get("tool_calls") or [])
     calls = [(at / "tool_calls" / j, tc) for j, tc in enumerate(listed)]
     if not calls and m.get("function_call") is not None:
@@ -297,7 +322,8 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
         # the function message after it (`results-paired-by-order`)
         here = at / "function_call"
         calls = [(here, here.obj(m["function_call"], "a function call {name, arguments}"))]
-    for j, (here, tc) in enumerate(calls):
+    out: list[tuple[bool, ToolCall]] = []
+    for j, (here, tc) in enumerate(calls, first):
         if isinstance(tc, dict):
             fn_raw = tc.get("function")
             if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
@@ -308,12 +334,21 @@ def _message(m: dict[str, Any], at: At, b: Builder, ids: str, unimported: Unimpo
                 name, args = fn.get("name"), fn.get("arguments")
             call_id = opt_id(tc.get("id"), here / "id")
             c = make_call(call_id, name, args, here, f"{ids}_{j}", name_at=name_at)
-            msg.calls.append(c)
-    # A tool message names the call it answers in tool_call_id, or (event style) in id.
-    key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
-    if key == "tool_call_id" or role == "tool":
-        msg.call_id = opt_id(m.get(key), at / key, "the id of the tool call this message answers")
-    return [msg]
+            out.append((call_id is not None, c))
+    return out
+
+
+def _calls_beside(
+    beside: tuple[dict[str, Any], At] | None, listed: list[ToolCall], first: int, b: Builder, ids: str
+) -> list[ToolCall]:
+    """The calls the object holding a message lists beside it (`beside`: the object and its
+    place), one recorded without an id numbered from `first`, after every entry of the message
+    that may hold one of its own calls (`listed`). A call listed in both places is one call, taken
+    once (`_not_listed`): a model turn's calls are one list, whichever place an emitter wrote them
+    in, and taking either place alone would drop the other's calls without a word."""
+    if beside is None:
+        return []
+    return _not_listed(_listed_calls(*beside, b, ids, first), listed)
 
 
 def _result(part: dict[str, Any], kind: str, at: At, b: Builder) -> str:
@@ -673,12 +708,16 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported, ids: Ids) ->
             if not isinstance(body, dict):
                 # The event's fields are its attributes, each named where it sits
                 body, body_at = {k: json_value(v) for k, v in attrs.items()}, at
+            beside = None
             if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
+                # OpenLLMetry lists a choice's calls beside its message: {index, message,
+                # finish_reason, tool_calls}; the conventions list them in the message
+                beside = (body, body_at)
                 body, body_at = {**body["message"]}, body_at / "message"
             role = _EVENT_ROLES.get(name, "assistant")
             side, prefix = (outputs, ids.outputs) if name == "gen_ai.choice" else (inputs, ids.inputs)
             body = {**body, "role": body.get("role") or role}
-            side += _message(body, body_at, b, f"{prefix}{len(side)}", unimported)
+            side += _message(body, body_at, b, f"{prefix}{len(side)}", unimported, beside)
             recorded_outputs |= name == "gen_ai.choice"
             recorded_inputs |= name != "gen_ai.choice"
     return SpanContent(inputs, outputs, recorded_inputs, recorded_outputs)

@@ -860,6 +860,96 @@ def test_content_exported_as_log_events_beside_the_spans_is_read(tmp_path: Path)
     assert t.steps[1].action.text == "Snow."
 
 
+def _openllmetry_events(tmp_path: Path, *choices: dict[str, Any]) -> Path:
+    """A call as OpenLLMetry's event mode writes it (log records; no role where the event names it):
+    a user message, then the choices given."""
+    span = _chat(1, None, None)
+    records = [_log(span, 2, "gen_ai.user.message", {"content": "weather in Oslo?"})]
+    records += [_log(span, 3 + k, "gen_ai.choice", body) for k, body in enumerate(choices)]
+    f = tmp_path / "otel.jsonl"
+    f.write_text(f"{json.dumps(_otlp(span))}\n{json.dumps(_logs(*records))}\n")
+    return f
+
+
+def _weather(id_: str | None = "c1", name: str = "w") -> dict[str, Any]:
+    call = {"type": "function", "function": {"name": name, "arguments": '{"city": "Oslo"}'}}
+    return call if id_ is None else {"id": id_, **call}
+
+
+def test_openllmetry_choice_calls_beside_the_message_are_the_choice_s(tmp_path: Path) -> None:
+    # OpenLLMetry's gen_ai.choice body is {index, message: {content}, finish_reason, tool_calls}:
+    # the calls sit beside the message, so the step had the text and no call, without a word.
+    # Its Anthropic instrumentation writes each content block as a choice of its own, a tool_use
+    # block's input (an object) as the call's arguments; a legacy function call is listed there
+    # too, without an id.
+    opened = {"index": "0", "message": {"content": "Let me look."}, "finish_reason": "tool_calls"}
+    block = {**_weather("toolu_1"), "function": {"name": "w", "arguments": {"city": "Oslo"}}}
+    legacy = {"name": "w", "arguments": '{"city": "Bergen"}', "type": "function"}
+    f = _openllmetry_events(
+        tmp_path,
+        {**opened, "tool_calls": [_weather()]},
+        {"index": "1", "message": {}, "finish_reason": "tool_use", "tool_calls": [block]},
+        {"index": "2", "message": {}, "tool_calls": [legacy]},
+    )
+    (t,) = import_file(f)
+    assert t.fidelity is not None and _codes(t) == set()
+    assert t.steps[0].action.text == "Let me look."
+    calls = t.steps[0].action.tool_calls
+    assert [(c.id, c.signature()) for c in calls] == [
+        ("c1", 'w({"city":"Oslo"})'),
+        ("toolu_1", 'w({"city":"Oslo"})'),
+        ("call_0_2_0", 'w({"city":"Bergen"})'),  # the first call of output message 2
+    ]
+
+
+def test_a_choice_s_calls_in_its_message_and_beside_it_are_one_list(tmp_path: Path) -> None:
+    # A call written in both places is one call; the others are calls of their own, and those
+    # without an id are numbered after the message's own entries, so no two share an id.
+    inside = {"content": "", "tool_calls": [_weather(), _weather(None, "a")]}
+    f = _openllmetry_events(
+        tmp_path, {"index": "0", "message": inside, "tool_calls": [_weather(), _weather(None, "b")]}
+    )
+    (t,) = import_file(f)
+    assert [(c.id, c.name) for c in t.steps[0].action.tool_calls] == [
+        ("c1", "w"),
+        ("call_0_0_1", "a"),
+        ("call_0_0_3", "b"),  # the fourth entry of the two lists
+    ]
+    assert "duplicate-call-id" not in _codes(t)
+
+
+@pytest.mark.parametrize(
+    ("as_text", "place"),
+    [
+        (True, "body.stringValue.tool_calls[0].function.name"),
+        (
+            False,  # the same place, as the structured value holds it
+            "body.kvlistValue.values[2].value.arrayValue.values[0].kvlistValue.values[2].value"
+            ".kvlistValue.values[0].value.stringValue",
+        ),
+    ],
+)
+def test_a_call_beside_a_choice_s_message_without_a_name_is_refused_at_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_text: bool, place: str
+) -> None:
+    body = {"index": "0", "message": {"content": ""}, "tool_calls": [_weather(name="")]}
+    f = _openllmetry_events(tmp_path, body)
+    if as_text:  # a body written as JSON text
+        lines = f.read_text().splitlines()
+        logs = json.loads(lines[1])
+        logs["resourceLogs"][0]["scopeLogs"][0]["logRecords"][1]["body"] = {
+            "stringValue": json.dumps(body)
+        }
+        f.write_text(f"{lines[0]}\n{json.dumps(logs)}\n")
+    assert run(["import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err == (
+        f"car: error: {f}: line 2: $.resourceLogs[0].scopeLogs[0].logRecords[1].{place}: expected "
+        'a non-empty tool name, got the string ""\n'
+    )
+
+
 def test_log_events_whose_span_is_not_in_the_file_are_named(tmp_path: Path) -> None:
     # They were dropped without a word: the content of a call whose span was exported elsewhere
     # (or not at all), or of another trace, simply vanished.
