@@ -396,13 +396,14 @@ def test_a_result_no_recorded_call_can_answer_is_named(tmp_path: Path) -> None:
 
 def test_openllmetry_tool_events_without_ids_answer_the_calls_before_them(tmp_path: Path) -> None:
     # OpenLLMetry's event mode writes a tool message's content alone, without the id of the call it
-    # answers (and a legacy function result as a user message of role function).
+    # answers (and a legacy function result as a user message of role function), and a choice's
+    # calls beside its message; an assistant message's calls are its body's own tool_calls.
     first, second = _chat(1, None, None), _chat(5, None, None)
     call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
     made = {"tool_calls": [call]}
     records = [
         _log(first, 2, "gen_ai.user.message", {"content": "weather?"}),
-        _log(first, 3, "gen_ai.choice", {"index": "0", "message": made}),
+        _log(first, 3, "gen_ai.choice", {"index": "0", "message": {"content": None}, **made}),
         _log(second, 6, "gen_ai.user.message", {"content": "weather?"}),
         _log(second, 7, "gen_ai.assistant.message", made),
         _log(second, 8, "gen_ai.tool.message", {"content": "snow"}),
@@ -807,9 +808,11 @@ def test_an_openllmetry_thinking_completion_is_the_reasoning_of_the_turn(tmp_pat
 
 
 def _kv(fields: dict[str, Any]) -> dict[str, Any]:
-    """A structured OTLP AnyValue (kvlistValue) from plain values."""
+    """A structured OTLP AnyValue (kvlistValue) from plain values (None an empty AnyValue)."""
 
     def value(v: Any) -> dict[str, Any]:
+        if v is None:
+            return {}
         if isinstance(v, dict):
             return _kv(v)
         if isinstance(v, list):
@@ -888,8 +891,8 @@ def test_openllmetry_choice_calls_beside_the_message_are_the_choice_s(tmp_path: 
     f = _openllmetry_events(
         tmp_path,
         {**opened, "tool_calls": [_weather()]},
-        {"index": "1", "message": {}, "finish_reason": "tool_use", "tool_calls": [block]},
-        {"index": "2", "message": {}, "tool_calls": [legacy]},
+        {"index": "1", "message": {"content": None}, "finish_reason": "tool_use", "tool_calls": [block]},
+        {"index": "2", "message": {"content": None}, "tool_calls": [legacy]},
     )
     (t,) = import_file(f)
     assert t.fidelity is not None and _codes(t) == set()
