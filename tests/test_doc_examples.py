@@ -1,0 +1,36 @@
+"""The output the documentation quotes is the output car prints: a change to the report's wording or
+figures fails here until the quoted block is updated with it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TRACES
+
+
+def quoted_block(doc: Path, first_line: str) -> str:
+    """The one fenced block of `doc` that starts with `first_line`."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```$", doc.read_text(encoding="utf-8"), re.M | re.S)
+    found = [b for b in blocks if b.startswith(first_line)]
+    assert len(found) == 1, f"{doc.name}: {len(found)} blocks start with {first_line!r}"
+    return str(found[0])
+
+
+@pytest.mark.parametrize("name", ["support-refund", "and"])
+def test_readme_quotes_the_report_byte_for_byte(run_cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("blame", TRACES / f"{name}.json", "--no-store")
+    assert res.code == 0, res.err
+    assert res.out == quoted_block(ROOT / "README.md", f"car blame: {name}-0")
+
+
+def test_html_guide_quotes_the_table_rows(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """docs/html-report.md quotes the ranked rows of `--samples 16`, without trailing spaces."""
+    res = run_cli("blame", TRACES / "support-refund.json", "--samples", "16", "--no-store")
+    assert res.code == 0, res.err
+    out = [line.rstrip() for line in res.out.splitlines()]
+    quoted = quoted_block(ROOT / "docs" / "html-report.md", "# step actor").splitlines()
+    assert quoted == [line for line in out if line.startswith(("# step", "1 ", "2 ", "3 ", "4 "))]
+    assert "rescue by step 0-3: ▅▅▁▁  (locus: step 1)" in out
