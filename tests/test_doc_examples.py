@@ -34,3 +34,18 @@ def test_html_guide_quotes_the_table_rows(run_cli) -> None:  # type: ignore[no-u
     quoted = quoted_block(ROOT / "docs" / "html-report.md", "# step actor").splitlines()
     assert quoted == [line for line in out if line.startswith(("# step", "1 ", "2 ", "3 ", "4 "))]
     assert "rescue by step 0-3: ▅▅▁▁  (locus: step 1)" in out
+
+
+def test_batch_guide_quotes_the_summary(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """docs/batch.md quotes `car blame traces/` run from the repository root: the estimate, the
+    summary table (without trailing spaces) and the counts line."""
+    monkeypatch.chdir(ROOT)
+    res = run_cli("blame", "traces/", "--no-store")
+    assert res.code == 0, res.err
+    quoted = quoted_block(ROOT / "docs" / "batch.md", "$ car blame traces/\n").splitlines()
+    err = res.err.splitlines()
+    assert quoted[1] == err[0]
+    assert quoted[quoted.index("car blame: summary") : -1] == [
+        line.rstrip() for line in res.out.splitlines()
+    ]
+    assert quoted[-1] == err[-1]
