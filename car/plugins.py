@@ -30,7 +30,7 @@ _BUILTINS: dict[str, list[tuple[str, str, str]]] = {
 _ARG = {
     "openai:": "openai:MODEL",
     "anthropic:": "anthropic:MODEL",
-    "llm-sim:": "llm-sim:[openai:|anthropic:]MODEL",
+    "llm-sim:": "llm-sim:[openai:|anthropic:]MODEL[?OPTIONS]",
     "llm-judge:": "llm-judge:[openai:|anthropic:]MODEL[?OPTIONS]",
 }
 

@@ -277,6 +277,20 @@ def test_plugins_lists_builtins_and_entry_points(
     assert "my_pkg.policies:make" in out
 
 
+def test_plugins_spell_the_backend_specs_as_the_guide_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/backends.md's table: llm-sim takes the same `?OPTIONS` as llm-judge (its own server)."""
+    guide = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8").replace("\\|", "|")
+    main(["plugins"])
+    listed = capsys.readouterr().out
+    for spec in ("openai:MODEL", "anthropic:MODEL"):
+        assert f"`{spec}`" in guide and f"  {spec} " in listed
+    for spec in (
+        "llm-sim:[openai:|anthropic:]MODEL[?OPTIONS]",
+        "llm-judge:[openai:|anthropic:]MODEL[?OPTIONS]",
+    ):
+        assert f"`{spec}`" in guide and f"  {spec} " in listed
+
+
 def test_unknown_backend_name_suggests_the_right_one(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["blame", TRACE, "--policy", "opnai:gpt-4o"])
