@@ -49,3 +49,32 @@ def test_batch_guide_quotes_the_summary(run_cli, monkeypatch: pytest.MonkeyPatch
         line.rstrip() for line in res.out.splitlines()
     ]
     assert quoted[-1] == err[-1]
+
+
+def _emitted_warning_codes() -> set[str]:
+    """The fidelity warning codes car's importers can emit: the code given to `Builder.warn` or to
+    a post-build rewrite (`_rewritten`), read from the source."""
+    import ast
+
+    codes: set[str] = set()
+    for path in (ROOT / "car").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "attr", getattr(node.func, "id", None))
+            at = {"warn": 0, "_rewritten": 2}.get(name or "")
+            if at is not None and len(node.args) > at:
+                arg = node.args[at]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    codes.add(arg.value)
+    return codes
+
+
+def test_the_importers_guide_lists_every_warning_code_the_importers_emit() -> None:
+    doc = (ROOT / "docs" / "importers.md").read_text(encoding="utf-8")
+    start = doc.index("Warnings (`fidelity.warnings[].code`)")
+    listed = set(re.findall(r"`([a-z][a-z0-9-]*)`", doc[start : doc.index("\n\n", start)]))
+    emitted = _emitted_warning_codes()
+    assert len(emitted) > 20  # the reading finds them at all
+    assert emitted - listed == set(), "emitted but not listed in docs/importers.md"
+    assert listed - emitted == set(), "listed in docs/importers.md but never emitted"
