@@ -395,8 +395,15 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             close_stream(path)
         if store is not None:
             store.close()
+            if store.unwritable is not None:  # said even when interrupted: the rerun will pay for it
+                print(
+                    f"car: error: {store.path}: cannot write the store ({store.unwritable}); the "
+                    "rest of the run was not stored, so a rerun computes it again (the reports are "
+                    f"complete); {' or '.join(BLAME_WAYS)}",
+                    file=sys.stderr,
+                )
 
-    write_failed = False
+    write_failed = store is not None and store.unwritable is not None
     for fmt, path in outputs:
         if path is not None and path in stream_failed:
             text = render_output(fmt, results, batch=batch)

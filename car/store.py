@@ -157,8 +157,14 @@ class StoreUnavailable(StoreError):
         super().__init__(f"{self.what}{_advise(ways)}")
 
 
-# What SQLite says when the file or its WAL companions cannot be created or written.
-_UNWRITABLE = (sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
+# What SQLite says when the file or its WAL companions cannot be created or written (a full disk
+# too: not damage, so removing the store is never the advice).
+_UNWRITABLE = (
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_FULL,
+)
 
 
 def _unwritable(exc: sqlite3.Error) -> bool:
@@ -303,6 +309,9 @@ class RolloutStore:
     ) -> None:
         self.path = Path(path)
         self.ways = tuple(ways)
+        # Why a write failed mid-run (a full disk, a lock held past the timeout), once it has: later
+        # writes are skipped, the run goes on, and its caller says what was not kept.
+        self.unwritable: str | None = None
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         if not create and self.path.is_file() and self.path.stat().st_size == 0:
@@ -404,15 +413,25 @@ class RolloutStore:
             ) from None
         return payload
 
+    def _write(self, sql: str, row: Sequence[Any]) -> int:
+        """One write in a transaction of its own; the rows it changed. A write SQLite refuses (a full
+        disk, a lock held past the timeout) costs the run its store, never its results: the reason
+        is kept in `unwritable` and this and every later write change nothing."""
+        if self.unwritable is not None:
+            return 0
+        try:
+            with self._intact(), self._db:
+                return int(self._db.execute(sql, row).rowcount)
+        except sqlite3.OperationalError as exc:
+            self.unwritable = str(exc)
+            return 0
+
     def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool:
-        """Store one rollout; False if the key was already there (it is never stored twice)."""
+        """Store one rollout; False if the key was already there (it is never stored twice) or the
+        store cannot be written (`unwritable`)."""
         blob = zlib.compress(json.dumps(payload, separators=(",", ":")).encode())
-        with self._intact(), self._db:
-            cur = self._db.execute(
-                "INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)",
-                (ns, key, trace_hash, kind, blob, time.time()),
-            )
-        return cur.rowcount == 1
+        row = (ns, key, trace_hash, kind, blob, time.time())
+        return self._write("INSERT OR IGNORE INTO rollouts VALUES (?, ?, ?, ?, ?, ?)", row) == 1
 
     def rows_for(self, trace_hash: str) -> dict[tuple[str, str], dict[str, Any]]:
         """Every stored row of one trace (what a remote worker needs to resume it)."""
@@ -440,11 +459,8 @@ class RolloutStore:
     def put_result(
         self, rkey: str, trace_id: str, trace_path: str | None, trace_hash: str, report: str
     ) -> None:
-        with self._intact(), self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                (rkey, trace_id, trace_path, trace_hash, report, time.time()),
-            )
+        row = (rkey, trace_id, trace_path, trace_hash, report, time.time())
+        self._write("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)", row)
 
     def results(self) -> list[StoredResult]:
         with self._intact():
@@ -485,9 +501,12 @@ class RolloutStore:
                 with src._intact(f"{src.path} (merging into {self.path})"):
                     rows = src._db.execute(f"SELECT * FROM {table}").fetchall()
                 for row in rows:
-                    cur = self._db.execute(
-                        f"INSERT OR {verb} INTO {table} VALUES (?, ?, ?, ?, ?, ?)", row
-                    )
+                    try:
+                        cur = self._db.execute(
+                            f"INSERT OR {verb} INTO {table} VALUES (?, ?, ?, ?, ?, ?)", row
+                        )
+                    except sqlite3.OperationalError as exc:  # a full disk: nothing of it merged
+                        raise StoreUnavailable(self.path, str(exc), self.ways) from None
                     if table == "rollouts":
                         added += cur.rowcount
                         skipped += 1 - cur.rowcount

@@ -4,12 +4,15 @@ read-only checkout is common in CI), one named with --store is an error."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from car.store import DEFAULT_DIR
+import car.ci
+from car.store import DEFAULT_DIR, MERGE_WAYS, RolloutStore, StoreUnavailable
 from tests.conftest import TRACES, Result
 
 FAST = ["--samples", "4", "--match-samples", "4"]
@@ -52,5 +55,77 @@ def test_a_named_store_that_cannot_be_made_is_one_line_and_exit_2(
     (line,) = r.err.strip().splitlines()
     assert line == (
         "car: error: sub/s.sqlite: cannot create or write the store here (Permission denied); "
+        "use another file (--store PATH) or run without a store (--no-store)"
+    )
+
+
+# -- a store that fills up -------------------------------------------------------------------------
+def _fills_after(store: RolloutStore, pages: int) -> RolloutStore:
+    """`store`, whose file SQLite lets grow by `pages` pages only: past them every write fails as
+    on a full disk ("database or disk is full")."""
+    (count,) = store._db.execute("PRAGMA page_count").fetchone()
+    store._db.execute(f"PRAGMA max_page_count = {count + pages}")
+    return store
+
+
+def test_a_store_that_fills_up_mid_run_costs_the_store_not_the_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """Every trace of the batch was a backend error ("OperationalError: database or disk is full"):
+    the attribution, computed, was thrown away for want of a place to keep its rollouts."""
+    monkeypatch.chdir(tmp_path)
+    args = ["blame", TRACES / "pivot.json", TRACES / "or.json", *FAST, "--format", "json"]
+    whole = run_cli(*args, "--no-store")
+    assert whole.code == 0, whole.err
+    opened = car.ci.open_store
+    monkeypatch.setattr(car.ci, "open_store", lambda *a: _fills_after(opened(*a), 4))
+    r = run_cli(*args, "--store", "s.sqlite", "--no-progress")
+    assert r.code == 2
+    records = [dict(rec, rollouts=None) for rec in json.loads(r.out)["records"]]
+    assert records == [dict(rec, rollouts=None) for rec in json.loads(whole.out)["records"]]
+    (line,) = [x for x in r.err.splitlines() if x.startswith("car: error:")]
+    assert line == (
+        "car: error: s.sqlite: cannot write the store (database or disk is full); the rest of the run "
+        "was not stored, so a rerun computes it again (the reports are complete); use another file "
+        "(--store PATH) or run without a store (--no-store)"
+    )
+    with RolloutStore(tmp_path / "s.sqlite") as store:  # what it kept is still a store
+        assert store.count() > 0
+
+
+def test_merging_into_a_full_store_is_one_line_and_merges_nothing(tmp_path: Path) -> None:
+    """`car merge` into a full disk ended in an OperationalError traceback."""
+    shard = RolloutStore(tmp_path / "shard.sqlite")
+    for i in range(200):
+        shard.put("ns", f"k{i}", "h", "run", {"turns": "x" * 200, "i": i})
+    with shard, RolloutStore(tmp_path / "all.sqlite", ways=MERGE_WAYS) as target:
+        _fills_after(target, 2)
+        with pytest.raises(StoreUnavailable) as caught:
+            target.merge_from(shard)
+        assert str(caught.value) == (
+            f"{tmp_path / 'all.sqlite'}: cannot create or write the store here (database or disk "
+            "is full); name another store to merge into"
+        )
+        assert target.count() == 0  # all or nothing
+
+
+def test_a_store_that_cannot_be_made_on_a_full_disk_is_not_called_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """It was "not a usable car store (database or disk is full)", with removing it as a way out."""
+    monkeypatch.chdir(tmp_path)
+    connect = sqlite3.connect
+
+    def full(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        db.execute("PRAGMA max_page_count = 1")  # no room for car's tables
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", full)
+    r = run_cli("blame", TRACES / "pivot.json", *FAST, "--store", "s.sqlite")
+    assert r.code == 2 and r.out == ""
+    (line,) = r.err.strip().splitlines()
+    assert line == (
+        "car: error: s.sqlite: cannot create or write the store here (database or disk is full); "
         "use another file (--store PATH) or run without a store (--no-store)"
     )
