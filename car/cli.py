@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 from enum import StrEnum
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any, NoReturn, TextIO, cast
 
 import typer
@@ -825,9 +828,34 @@ def _empty_value(args: list[str], i: int) -> str:
     return f"{option}: an empty value (''); give {takes}"
 
 
+_TERMINATED = False  # SIGTERM, not Ctrl-C, stopped the command
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (a CI runner's timeout, `kill`) stops a command as Ctrl-C does, rather than killing
+    it where it stands: the runs it cancels close the store and the reports they stream, and one
+    line says so (exit 143, as a shell reports a process that SIGTERM ended). Ctrl-C's own handler
+    does it: inside `asyncio.run` that one cancels the run at its next await, so no coroutine is
+    cut off half-way."""
+    global _TERMINATED
+    _TERMINATED = True
+    on_interrupt = signal.getsignal(signal.SIGINT)
+    if not callable(on_interrupt):  # Ctrl-C ignored (a job started in the background)
+        raise KeyboardInterrupt
+    on_interrupt(signal.SIGINT, frame)
+
+
+def _interrupted() -> NoReturn:
+    if _TERMINATED:
+        print("car: terminated", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM)
+    print("car: interrupted", file=sys.stderr)
+    raise SystemExit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors with exit codes, tracebacks only with --debug."""
-    global _DEBUG
+    global _DEBUG, _TERMINATED
     args = sys.argv[1:] if argv is None else argv
     _DEBUG = "--debug" in args
     if "" in args:  # a path option would read '' as '.', the current directory
@@ -836,6 +864,9 @@ def main(argv: list[str] | None = None) -> None:
     stdout = sys.stdout
     guard = Guard(stdout)
     sys.stdout = cast(TextIO, guard)  # every command's output, help and --version included
+    _TERMINATED = False
+    main_thread = threading.current_thread() is threading.main_thread()  # only there can it be set
+    term = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         try:
             _run(args)
@@ -850,6 +881,8 @@ def main(argv: list[str] | None = None) -> None:
         error.__cause__ = exc  # --debug shows where
         _fail(error, 2)
     finally:
+        if term is not None:
+            signal.signal(signal.SIGTERM, term)
         sys.stdout = stdout
         COMMAND_LINE.reset(token)  # in-process callers (tests) go on in Python
 
@@ -861,13 +894,12 @@ def _run(args: list[str]) -> None:
         # Typer turns Ctrl-C into an exit code it returns rather than raises (standalone off).
         if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
             if rv == 130:
-                print("car: interrupted", file=sys.stderr)
+                _interrupted()
             raise SystemExit(rv)
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:
-        print("car: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        _interrupted()
     except _NoArgsIsHelp as exc:
         exc.show()  # type: ignore[attr-defined]  # the help on stderr, exit 2, as click does
         raise SystemExit(2) from None
@@ -882,5 +914,4 @@ def _run(args: list[str]) -> None:
     except CarError as exc:
         _fail(exc, exc.exit_code)
     except KeyboardInterrupt:
-        print("car: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        _interrupted()

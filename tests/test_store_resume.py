@@ -310,12 +310,9 @@ def policy(trace):
 """
 
 
-def _car(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
+def _car(*args: str, cwd: Path, stderr: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "car", *args],
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "car", *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr
     )
 
 
@@ -357,10 +354,20 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("how", "expected_rc"), [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)]
+    ("how", "expected_rc", "last_line"),
+    [
+        (signal.SIGKILL, -signal.SIGKILL, None),
+        (signal.SIGINT, 130, "car: interrupted"),
+        # a CI runner's timeout: it died of the signal, without a word
+        (signal.SIGTERM, 143, "car: terminated"),
+    ],
 )
 def test_interrupt_mid_batch_then_resume_is_identical_with_no_duplicates(
-    tmp_path: Path, reference: Path, how: signal.Signals, expected_rc: int
+    tmp_path: Path,
+    reference: Path,
+    how: signal.Signals,
+    expected_rc: int,
+    last_line: str | None,
 ) -> None:
     (tmp_path / "slow.py").write_text(SLOW_POLICY)
 
@@ -371,7 +378,11 @@ def test_interrupt_mid_batch_then_resume_is_identical_with_no_duplicates(
         total_runs = rollouts(ref_store)
         total_rows = ref_store.count()
 
-    victim = _car(*ARGS, "--store", "run.sqlite", "-o", "run.jsonl", cwd=tmp_path)
+    err = tmp_path / "victim.err"
+    with err.open("wb") as err_file:
+        victim = _car(
+            *ARGS, "--store", "run.sqlite", "-o", "run.jsonl", cwd=tmp_path, stderr=err_file.fileno()
+        )
     store_file = tmp_path / "run.sqlite"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until a real part of the work is stored
@@ -389,6 +400,8 @@ def test_interrupt_mid_batch_then_resume_is_identical_with_no_duplicates(
         time.sleep(0.02)
     victim.send_signal(how)
     assert victim.wait(timeout=60) == expected_rc
+    if last_line is not None:  # one line says why, after the estimate
+        assert err.read_text().splitlines()[1:] == [last_line]
     with RolloutStore(store_file) as s:
         runs_at_kill = rollouts(s)
     assert 0 < runs_at_kill < total_runs  # interrupted in the middle
