@@ -366,7 +366,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
 
         show = req.progress and not req.quiet
         display: Any = None
-        if show and err.is_terminal:
+        # Records streamed to a terminal would land inside the live bars, which redraw over them:
+        # plain lines then, which interleave whole.
+        if show and err.is_terminal and not (stream_stdout and out.isatty()):
             from car.progress import RichBatchProgress
 
             display = RichBatchProgress(err, len(planned))

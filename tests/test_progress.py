@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -65,3 +70,34 @@ def test_a_trace_whose_backend_failed_says_so_and_why(tmp_path: Path) -> None:
     assert line.endswith(f"{'x' * 400}; 13 rollouts (0 stored)")  # the error whole, never cut
     (row,) = summary_rows([result])
     assert row["outcome"] == "error" and row["credit"] == result.error  # not "abstained" and "-"
+
+
+def test_records_streamed_to_the_terminal_are_not_drawn_over_by_the_live_bars(tmp_path: Path) -> None:
+    """`car blame DIR --format jsonl` in a terminal: each record was written straight after a bar
+    (`0:00:00{"version": ...`) and its end erased when the bars were redrawn over it."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("pivot.json", "or.json"):
+        (folder / name).write_bytes((TRACES / name).read_bytes())
+    main, side = pty.openpty()
+    argv = [sys.executable, "-m", "car", "blame", str(folder), "--samples", "4", "--no-store"]
+    with subprocess.Popen(
+        [*argv, "--format", "jsonl"], stdin=side, stdout=side, stderr=side, cwd=tmp_path
+    ) as proc:
+        os.close(side)
+        seen = b""
+        while chunk := _read(main):
+            seen += chunk
+        assert proc.wait() == 0
+    os.close(main)
+    lines = seen.decode().splitlines()
+    records = [json.loads(line) for line in lines if "car.record/v1" in line]
+    assert sorted(r["trace_id"] for r in records) == ["or-0", "pivot-0"]
+    assert "\x1b[1A" not in seen.decode()  # no cursor drawn back up over what was written
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the other side closed: Linux says EIO
+        return b""
