@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -240,3 +241,28 @@ def test_plugin_file_spec_mistakes_stay_clear(run_cli, tmp_path: Path) -> None: 
     assert r.code == 2 and "'' is not a Python name (use FILE.py@NAME)" in r.err
     r = run_cli("blame", trace, "--policy", tmp_path / "missing.py@policy", "--no-store")
     assert r.code == 2 and "no such file" in r.err
+
+
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C in the command's first fraction of a second printed the import's traceback."""
+    import builtins
+    import tomllib
+
+    import car.__main__ as entry
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert scripts["project"]["scripts"]["car"] == "car.__main__:run"
+    real_import = builtins.__import__
+
+    def interrupted(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "car.cli":
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        entry.run()
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == "car: interrupted\n"
