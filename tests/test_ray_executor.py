@@ -216,3 +216,43 @@ def test_an_on_result_that_raises_stops_the_ray_batch_cleanly(local_ray: None, t
     assert started and cancelled == started  # every slow trace that ran was cancelled, none left
     assert [r.trace_id for r in store.results()] == ["pivot-0"]  # the finished report is kept
     store.close()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
+    """`ray.init` took SIGTERM for its own handler: a stack dump from logging.cc and exit 15, the
+    traces on the workers left to Ray. car's handler stays: one line, exit 143, the running tasks
+    cancelled, the finished report kept."""
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "slow.py").write_text(SLOW_POLICY)
+    doc = json.loads((TRACES / "pivot.json").read_text())
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.json").write_text(json.dumps(doc))
+    for n in (1, 2, 3):
+        (tmp_path / "runs" / f"slow{n}.json").write_text(json.dumps({**doc, "id": f"slow-{n}"}))
+    argv = ["blame", "runs", "--executor", "ray", "--policy", f"{tmp_path}/slow.py@policy"]
+    argv += ["--samples", "2", "--match-samples", "0", "--store", "s.sqlite", "--format", "jsonl"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "car", *argv],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the fast trace is done, the slow ones are running
+            if line.startswith("car: [1/4]"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read().splitlines()
+        assert proc.wait(timeout=120) == 143
+    assert rest == ["car: terminated"]
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    started = {line.split()[1] for line in calls if line.startswith("started")}
+    cancelled = {line.split()[1] for line in calls if line.startswith("cancelled")}
+    assert started and cancelled == started
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        assert [r.trace_id for r in store.results()] == ["pivot-0"]

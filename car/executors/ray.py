@@ -156,13 +156,17 @@ def run_ray(
     started = False
     if not ray.is_initialized():
         import logging
+        import signal
 
+        on_term = signal.getsignal(signal.SIGTERM)
         ray.init(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
             logging_level=logging.ERROR,
         )
+        if on_term is not None:  # Ray takes SIGTERM for a stack dump and exit 15: car's stays
+            signal.signal(signal.SIGTERM, on_term)
         started = True
     try:
         slots = ray.remote(_Slots).options(max_concurrency=100_000).remote(concurrency)
