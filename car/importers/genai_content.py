@@ -6,7 +6,8 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 pydantic-ai's instrumentation version 1 writes them into one attribute, `events`, as JSON);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (OpenLLMetry; a content it wrote as
 the JSON text of a list of parts or Anthropic blocks is read as those parts, a `tool_result` block
-as the tool message it is). OpenInference:
+as the tool message it is, as is a list of Anthropic blocks its event mode writes as an event's
+`content`). OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`, and
 content parts `message.contents.M.*` (a `tool_use` part is a tool call, once, though emitters repeat
 it in `message.tool_calls`). A message's `reasoning` parts (an OpenInference `message.contents.M`
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 from car.importers.base import At, Builder, describe, parse_any_arguments, parse_float
 from car.importers.openai_chat import custom_call
@@ -286,7 +287,16 @@ def _message(
     content = m.get("content")
     msg = Msg(role=role, name=m.get("name") if isinstance(m.get("name"), str) else None, at=at)
     msg.reasoning += chat_reasoning(m, at)  # DeepSeek, vLLM, OpenRouter, LiteLLM
-    if isinstance(content, list):
+    msg.calls = [c for _, c in _listed_calls(m, at, b, ids)]
+    own = len(m.get("tool_calls") or ()) or int(m.get("function_call") is not None)
+    msg.calls += _calls_beside(beside, msg.calls, own, b, ids)
+    results: list[Msg] = []
+    if _typed(content) and {p["type"] for p in content} & _ANTHROPIC_BLOCKS:
+        # Anthropic blocks, as OpenLLMetry's event mode writes an input message's content: read as
+        # the flattened style reads them, a tool_use block a call, a tool_result block a result
+        results = _flat_parts(content, at / "content", msg, ids, b, unimported)
+        content = msg.text  # the text blocks' text
+    elif isinstance(content, list):
         for j, p in enumerate(content):
             if _is_reasoning(p):
                 msg.reasoning.append((at / "content" / j, p))
@@ -299,14 +309,13 @@ def _message(
                     unimported.part(p.get("type"), at / "content" / j)
         content = [p for p in content if not _is_reasoning(p)]
     msg.text = _with_refusal(_content(content), m.get("refusal"))
-    msg.calls = [c for _, c in _listed_calls(m, at, b, ids)]
-    own = len(m.get("tool_calls") or ()) or int(m.get("function_call") is not None)
-    msg.calls += _calls_beside(beside, msg.calls, own, b, ids)
     # A tool message names the call it answers in tool_call_id, or (event style) in id.
     key = "tool_call_id" if m.get("tool_call_id") not in (None, "") else "id"
     if key == "tool_call_id" or role == "tool":
         msg.call_id = opt_id(m.get(key), at / key, "the id of the tool call this message answers")
-    return [msg]
+    # A user turn that only carries tool results (Anthropic's shape) is those results alone.
+    said = msg.text or msg.calls or msg.reasoning or not results
+    return [*results, *([msg] if said else [])]
 
 
 def _listed_calls(
@@ -551,9 +560,7 @@ def _json_parts(value: Any, role: str) -> list[dict[str, Any]] | None:
         parts = json.loads(value, parse_float=parse_float)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(parts, list) or not parts:
-        return None
-    if not all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts):
+    if not _typed(parts):
         return None
     types = {p["type"] for p in parts}
     if role == "tool":
@@ -561,7 +568,19 @@ def _json_parts(value: Any, role: str) -> list[dict[str, Any]] | None:
     return parts if types & _KNOWN_PARTS else None
 
 
+def _typed(value: Any) -> TypeGuard[list[dict[str, Any]]]:
+    """Whether `value` is a list of content parts: objects, each with a type."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in value)
+    )
+
+
 _PART_TEXT = ("text", "input_text", "output_text")
+# Blocks only Anthropic's content lists hold: a list with one is read as Anthropic blocks
+# (`_flat_parts`), not as OpenAI-style parts, whose `reasoning` parts stay reasoning.
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "redacted_thinking", "document"}
 _KNOWN_PARTS = {
     *_PART_TEXT,
     *("refusal", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"),

@@ -822,14 +822,16 @@ def _kv(fields: dict[str, Any]) -> dict[str, Any]:
     return {"kvlistValue": {"values": [{"key": k, "value": value(v)} for k, v in fields.items()]}}
 
 
-def _log(span: dict[str, Any], t: int, event: str, body: dict[str, Any]) -> dict[str, Any]:
+def _log(
+    span: dict[str, Any], t: int, event: str, body: dict[str, Any], *, system: str = "openai"
+) -> dict[str, Any]:
     """A log record as the official GenAI instrumentations emit an event, in `span`."""
     return {
         "timeUnixNano": str(t),
         "traceId": span["traceId"],
         "spanId": span["spanId"],
         "eventName": event,
-        "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}],
+        "attributes": [{"key": "gen_ai.system", "value": {"stringValue": system}}],
         "body": _kv(body),
     }
 
@@ -951,6 +953,54 @@ def test_a_call_beside_a_choice_s_message_without_a_name_is_refused_at_its_place
         f"car: error: {f}: line 2: $.resourceLogs[0].scopeLogs[0].logRecords[1].{place}: expected "
         'a non-empty tool name, got the string ""\n'
     )
+
+
+def test_openllmetry_anthropic_input_blocks_are_the_turn_s_calls_and_results(tmp_path: Path) -> None:
+    # OpenLLMetry's Anthropic instrumentation in event mode writes each input message's content as
+    # recorded: a list of Anthropic blocks. The tool_use block was left out (items-skipped), so the
+    # context's assistant turn had no call, and the tool_result block became user text, so the
+    # call had no observation.
+    first, second = _chat(1, None, None), _chat(5, None, None)
+
+    def event(span: dict[str, Any], t: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return _log(span, t, name, body, system="anthropic")
+
+    ask = {"content": "weather in Oslo?"}
+    use = {"type": "tool_use", "id": "toolu_1", "name": "w", "input": {"city": "Oslo"}}
+    made = {
+        "id": "toolu_1",
+        "type": "function",
+        "function": {"name": "w", "arguments": {"city": "Oslo"}},
+    }
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "snow"}
+    records = [
+        event(first, 2, "gen_ai.user.message", ask),
+        event(first, 3, "gen_ai.choice", {"index": "0", "message": {"content": "Checking."}}),
+        event(
+            first, 4, "gen_ai.choice", {"index": "1", "message": {"content": None}, "tool_calls": [made]}
+        ),
+        event(second, 6, "gen_ai.user.message", ask),
+        event(
+            second,
+            7,
+            "gen_ai.assistant.message",
+            {"content": [{"type": "text", "text": "Checking."}, use]},
+        ),
+        event(second, 8, "gen_ai.user.message", {"content": [result]}),
+        event(second, 9, "gen_ai.choice", {"index": "0", "message": {"content": "Snow."}}),
+    ]
+    f = tmp_path / "otel.jsonl"
+    f.write_text(f"{json.dumps(_otlp(first, second))}\n{json.dumps(_logs(*records))}\n")
+    (t,) = import_file(f)
+    assert _codes(t) == set()
+    assert [(o.call_id, o.content) for o in t.steps[0].observations] == [("toolu_1", "snow")]
+    context = t.steps[1].context or ()
+    assert [(m.role, m.content, m.tool_call_id) for m in context] == [
+        ("user", "weather in Oslo?", None),
+        ("assistant", "Checking.", None),
+        ("tool", "snow", "toolu_1"),
+    ]
+    assert [(c.id, c.signature()) for c in context[1].tool_calls] == [("toolu_1", 'w({"city":"Oslo"})')]
 
 
 def test_log_events_whose_span_is_not_in_the_file_are_named(tmp_path: Path) -> None:
