@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeGuard
 
 from car.importers.base import At, Builder, describe, parse_any_arguments, parse_float
-from car.importers.openai_chat import custom_call
+from car.importers.openai_chat import TOOL_CALL, custom_call
 from car.importers.otlp import Span
 from car.importers.thinking import chat_reasoning, chat_reasoning_sealed
 from car.trace import Message, ToolCall
@@ -325,7 +325,11 @@ def _listed_calls(
     `function_call`, each with whether it was recorded with an id (the j-th without one is
     `{ids}_{first + j}`)."""
     listed = (at / "tool_calls").arr(m.get("tool_calls") or [])
-    calls = [(at / "tool_calls" / j, tc) for j, tc in enumerate(listed)]
+    # an entry that is not an object is refused, as openai-chat refuses it, not skipped
+    calls = [
+        (at / "tool_calls" / j, (at / "tool_calls" / j).obj(tc, TOOL_CALL))
+        for j, tc in enumerate(listed)
+    ]
     if not calls and m.get("function_call") is not None:
         # OpenAI's legacy function calling: one call {name, arguments}, without an id, answered by
         # the function message after it (`results-paired-by-order`)
@@ -333,17 +337,16 @@ def _listed_calls(
         calls = [(here, here.obj(m["function_call"], "a function call {name, arguments}"))]
     out: list[tuple[bool, ToolCall]] = []
     for j, (here, tc) in enumerate(calls, first):
-        if isinstance(tc, dict):
-            fn_raw = tc.get("function")
-            if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
-                name_at, _, name, args = custom_call(tc, here, b)  # free-form input, as openai-chat
-            else:
-                fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
-                name_at = (here / "function" if fn is fn_raw else here) / "name"
-                name, args = fn.get("name"), fn.get("arguments")
-            call_id = opt_id(tc.get("id"), here / "id")
-            c = make_call(call_id, name, args, here, f"{ids}_{j}", name_at=name_at)
-            out.append((call_id is not None, c))
+        fn_raw = tc.get("function")
+        if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
+            name_at, _, name, args = custom_call(tc, here, b)  # free-form input, as openai-chat
+        else:
+            fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
+            name_at = (here / "function" if fn is fn_raw else here) / "name"
+            name, args = fn.get("name"), fn.get("arguments")
+        call_id = opt_id(tc.get("id"), here / "id")
+        c = make_call(call_id, name, args, here, f"{ids}_{j}", name_at=name_at)
+        out.append((call_id is not None, c))
     return out
 
 

@@ -39,9 +39,18 @@ from car.importers.thinking import (
 )
 from car.trace import Sampling, ToolCall, Trace
 
-__all__ = ["OpenAIChat", "add_chat_messages", "chat_tool_call", "custom_call", "custom_input"]
+__all__ = [
+    "TOOL_CALL",
+    "OpenAIChat",
+    "add_chat_messages",
+    "chat_tool_call",
+    "custom_call",
+    "custom_input",
+]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+# What a `tool_calls[]` entry must be (an error names the entry that is not)
+TOOL_CALL = "a tool call {id, type, function: {name, arguments}}"
 
 
 def _looks_like_messages(value: Any) -> bool:
@@ -56,7 +65,7 @@ def _looks_like_messages(value: Any) -> bool:
 def chat_tool_call(value: Any, at: At, b: Builder) -> ToolCall:
     """One `tool_calls[]` entry; also accepts the flat `{id, name, arguments}` form (tau2) and a
     custom tool's call `{id, type: "custom", custom: {name, input}}` (`custom_call`)."""
-    call = at.obj(value, "a tool call {id, type, function: {name, arguments}}")
+    call = at.obj(value, TOOL_CALL)
     fn = call.get("function")
     if fn is None and (call.get("type") == "custom" or "custom" in call):
         name_at, args_at, name, args = custom_call(call, at, b)

@@ -1003,6 +1003,38 @@ def test_openllmetry_anthropic_input_blocks_are_the_turn_s_calls_and_results(tmp
     assert [(c.id, c.signature()) for c in context[1].tool_calls] == [("toolu_1", 'w({"city":"Oslo"})')]
 
 
+@pytest.mark.parametrize(
+    ("events", "place"),
+    [
+        (False, f"{_SPAN0}.attributes[2].value.stringValue[1].tool_calls[0]"),
+        (True, "line 2: $.resourceLogs[0].scopeLogs[0].logRecords[1].body.stringValue.tool_calls[0]"),
+    ],
+    ids=["messages", "events"],
+)
+def test_a_tool_call_entry_that_is_not_an_object_is_refused_at_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], events: bool, place: str
+) -> None:
+    # It was skipped without a word, so the turn lost the call; openai-chat refuses it.
+    made = {"role": "assistant", "tool_calls": ["w"]}
+    if events:  # an OpenLLMetry choice, its calls beside its message, the body written as JSON
+        f = _openllmetry_events(tmp_path, {"index": "0", "message": {"content": ""}})
+        lines = f.read_text().splitlines()
+        logs = json.loads(lines[1])
+        body = {"index": "0", "message": {"content": ""}, "tool_calls": ["w"]}
+        logs["resourceLogs"][0]["scopeLogs"][0]["logRecords"][1]["body"] = {
+            "stringValue": json.dumps(body)
+        }
+        f.write_text(f"{lines[0]}\n{json.dumps(logs)}\n")
+    else:
+        f = _write(tmp_path, _otlp(_chat(1, [{"role": "user", "content": "hi"}, made], [])))
+    assert run(["import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"car: error: {f}: {place}: expected a tool call {{id, type, function: {{name, arguments}}}}, "
+        'got the string "w"\n'
+    )
+
+
 def test_log_events_whose_span_is_not_in_the_file_are_named(tmp_path: Path) -> None:
     # They were dropped without a word: the content of a call whose span was exported elsewhere
     # (or not at all), or of another trace, simply vanished.
