@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeGuard
 
 from car.importers.base import At, Builder, describe, parse_any_arguments, parse_float
-from car.importers.openai_chat import TOOL_CALL, custom_call
+from car.importers.openai_chat import TOOL_CALL, choices_skipped, custom_call
 from car.importers.otlp import Span
 from car.importers.thinking import chat_reasoning, chat_reasoning_sealed
 from car.trace import Message, ToolCall
@@ -711,7 +711,8 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported, ids: Ids) ->
     outputs: list[Msg] = []
     recorded_inputs = recorded_outputs = False
     events: list[tuple[str, dict[str, Any], At]] = [*span.events, *_attribute_events(span)]
-    for name, attrs, at in events:
+    alternatives = _other_choices(span, events, b)
+    for k, (name, attrs, at) in enumerate(events):
         # `at / key` is where the attribute `key` holds its value (`attributes[1].value.boolValue`)
         if name == "gen_ai.content.prompt":
             key = "gen_ai.prompt"
@@ -723,13 +724,8 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported, ids: Ids) ->
             got = _messages(attrs.get(key), at / key, key, b, unimported, ids.outputs)
             recorded_outputs |= got is not None
             outputs += got or []
-        elif name in _EVENT_ROLES or name == "gen_ai.choice":
-            key = "gen_ai.event.content" if attrs.get("gen_ai.event.content") else "body"
-            body = json_value(attrs.get(key))
-            body_at: At = at / key
-            if not isinstance(body, dict):
-                # The event's fields are its attributes, each named where it sits
-                body, body_at = {k: json_value(v) for k, v in attrs.items()}, at
+        elif (name in _EVENT_ROLES or name == "gen_ai.choice") and k not in alternatives:
+            body, body_at = _event_body(attrs, at)
             beside = None
             if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
                 # OpenLLMetry lists a choice's calls beside its message: {index, message,
@@ -743,6 +739,46 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported, ids: Ids) ->
             recorded_outputs |= name == "gen_ai.choice"
             recorded_inputs |= name != "gen_ai.choice"
     return SpanContent(inputs, outputs, recorded_inputs, recorded_outputs)
+
+
+def _event_body(attrs: dict[str, Any], at: At) -> tuple[dict[str, Any], At]:
+    """The body of the event whose attributes are `attrs` (at `at`), and where it sits."""
+    key = "gen_ai.event.content" if attrs.get("gen_ai.event.content") else "body"
+    body = json_value(attrs.get(key))
+    if isinstance(body, dict):
+        return body, at / key
+    # The event's fields are its attributes, each named where it sits
+    return {k: json_value(v) for k, v in attrs.items()}, at
+
+
+def _other_choices(span: Span, events: list[tuple[str, dict[str, Any], At]], b: Builder) -> set[int]:
+    """The positions in `events` of the gen_ai.choice events that are alternatives to the first,
+    said in a warning. A response sampled with n > 1 is written a choice per alternative, each a
+    whole message with its own `index`, and the run went on with the first; choices sharing an
+    index are parts of one (Koog writes each call as a choice of index 0). OpenLLMetry's Anthropic
+    instrumentation gives each content block a choice of its own index, but Anthropic's API
+    returns one message: those are one turn, told apart by the provider the span or its events
+    name."""
+    indexes: dict[int, str] = {}
+    for k, (name, attrs, at) in enumerate(events):
+        index = _event_body(attrs, at)[0].get("index") if name == "gen_ai.choice" else None
+        if index is not None and index != "":
+            indexes[k] = str(index)
+    first = next(iter(indexes.values()), None)
+    others = {k for k, index in indexes.items() if index != first}
+    said = [span.attrs, *(events[k][1] for k in indexes)]
+    if not others or any(_provider(attrs) == "anthropic" for attrs in said):
+        return set()
+    _, attrs, at = events[min(others)]
+    where = f"the first skipped at {_event_body(attrs, at)[1].where()}"
+    n = len(set(indexes.values()))
+    choices_skipped(b, "a model call's output (gen_ai.choice events of distinct index)", n, where)
+    return others
+
+
+def _provider(attrs: dict[str, Any]) -> str:
+    """The provider a span or event names (the current conventions' attribute, or the older one)."""
+    return str(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "").lower()
 
 
 def _attribute_events(span: Span) -> list[tuple[str, dict[str, Any], At]]:

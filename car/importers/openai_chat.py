@@ -44,6 +44,7 @@ __all__ = [
     "OpenAIChat",
     "add_chat_messages",
     "chat_tool_call",
+    "choices_skipped",
     "custom_call",
     "custom_input",
 ]
@@ -327,6 +328,16 @@ class OpenAIChat:
         )
 
 
+def choices_skipped(b: Builder, held: str, n: int, where: str) -> None:
+    """Say that of the `n` choices `held` (what holds them) only the first was imported: the others
+    are alternatives (a response sampled with n > 1) the run did not go on with. `where` names the
+    place ("at $.response.choices")."""
+    b.warn(
+        "choices-skipped",
+        f"{held} holds {n} choices; only the first is imported as the assistant's turn ({where})",
+    )
+
+
 def _response_messages(req: dict[str, Any], at: At, b: Builder) -> list[tuple[At, dict[str, Any]]]:
     """The assistant message of an appended response (`choices[0].message`) and where it sits, if
     there is one. The other choices of a response sampled with n > 1 are alternatives the run did
@@ -337,10 +348,8 @@ def _response_messages(req: dict[str, Any], at: At, b: Builder) -> list[tuple[At
     if not isinstance(choices, list) or not choices:
         return []
     if len(choices) > 1:
-        b.warn(
-            "choices-skipped",
-            f"the appended response holds {len(choices)} choices; only the first is imported as the "
-            f"assistant's turn (at {(holder_at / 'choices').where()})",
+        choices_skipped(
+            b, "the appended response", len(choices), f"at {(holder_at / 'choices').where()}"
         )
     first = choices[0]
     if isinstance(first, dict) and isinstance(first.get("message"), dict):

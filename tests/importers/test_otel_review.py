@@ -865,13 +865,16 @@ def test_content_exported_as_log_events_beside_the_spans_is_read(tmp_path: Path)
     assert t.steps[1].action.text == "Snow."
 
 
-def _openllmetry_events(tmp_path: Path, *choices: dict[str, Any]) -> Path:
+def _openllmetry_events(tmp_path: Path, *choices: dict[str, Any], system: str = "openai") -> Path:
     """A call as OpenLLMetry's event mode writes it (log records; no role where the event names it):
-    a user message, then the choices given."""
+    a user message, then the choices given, in an instrumentation of `system`."""
     span = _chat(1, None, None)
-    records = [_log(span, 2, "gen_ai.user.message", {"content": "weather in Oslo?"})]
-    records += [_log(span, 3 + k, "gen_ai.choice", body) for k, body in enumerate(choices)]
-    f = tmp_path / "otel.jsonl"
+    ask = {"content": "weather in Oslo?"}
+    records = [_log(span, 2, "gen_ai.user.message", ask, system=system)]
+    records += [
+        _log(span, 3 + k, "gen_ai.choice", body, system=system) for k, body in enumerate(choices)
+    ]
+    f = tmp_path / f"otel-{system}.jsonl"
     f.write_text(f"{json.dumps(_otlp(span))}\n{json.dumps(_logs(*records))}\n")
     return f
 
@@ -883,28 +886,57 @@ def _weather(id_: str | None = "c1", name: str = "w") -> dict[str, Any]:
 
 def test_openllmetry_choice_calls_beside_the_message_are_the_choice_s(tmp_path: Path) -> None:
     # OpenLLMetry's gen_ai.choice body is {index, message: {content}, finish_reason, tool_calls}:
-    # the calls sit beside the message, so the step had the text and no call, without a word.
-    # Its Anthropic instrumentation writes each content block as a choice of its own, a tool_use
-    # block's input (an object) as the call's arguments; a legacy function call is listed there
-    # too, without an id.
+    # the calls sit beside the message, so the step had the text and no call, without a word. A
+    # legacy function call is listed there too, without an id.
     opened = {"index": "0", "message": {"content": "Let me look."}, "finish_reason": "tool_calls"}
-    block = {**_weather("toolu_1"), "function": {"name": "w", "arguments": {"city": "Oslo"}}}
     legacy = {"name": "w", "arguments": '{"city": "Bergen"}', "type": "function"}
-    f = _openllmetry_events(
-        tmp_path,
-        {**opened, "tool_calls": [_weather()]},
-        {"index": "1", "message": {"content": None}, "finish_reason": "tool_use", "tool_calls": [block]},
-        {"index": "2", "message": {"content": None}, "tool_calls": [legacy]},
-    )
+    (t,) = import_file(_openllmetry_events(tmp_path, {**opened, "tool_calls": [_weather(), legacy]}))
+    assert t.fidelity is not None and _codes(t) == set()
+    assert t.steps[0].action.text == "Let me look."
+    assert [(c.id, c.signature()) for c in t.steps[0].action.tool_calls] == [
+        ("c1", 'w({"city":"Oslo"})'),
+        ("call_0_0_1", 'w({"city":"Bergen"})'),  # entry 1 of output message 0's calls
+    ]
+    # Its Anthropic instrumentation writes each content block as a choice of its own, a tool_use
+    # block's input (an object) as the call's arguments.
+    block = {**_weather("toolu_1"), "function": {"name": "w", "arguments": {"city": "Oslo"}}}
+    used = {"index": "1", "message": {"content": None}, "finish_reason": "tool_use"}
+    text = {**opened, "finish_reason": "tool_use"}
+    f = _openllmetry_events(tmp_path, text, {**used, "tool_calls": [block]}, system="anthropic")
     (t,) = import_file(f)
     assert t.fidelity is not None and _codes(t) == set()
     assert t.steps[0].action.text == "Let me look."
     calls = t.steps[0].action.tool_calls
-    assert [(c.id, c.signature()) for c in calls] == [
-        ("c1", 'w({"city":"Oslo"})'),
-        ("toolu_1", 'w({"city":"Oslo"})'),
-        ("call_0_2_0", 'w({"city":"Bergen"})'),  # the first call of output message 2
-    ]
+    assert [(c.id, c.signature()) for c in calls] == [("toolu_1", 'w({"city":"Oslo"})')]
+
+
+@pytest.mark.parametrize(
+    ("system", "indexes", "text", "calls"),
+    [
+        ("openai", ("0", "1"), "Sunny.", []),  # n > 1: alternatives, the first kept
+        ("anthropic", ("0", "1"), "Sunny.", ["c1"]),  # one choice per content block: one turn
+        ("openai", ("0", "0"), "Sunny.", ["c1"]),  # one index: parts of one turn
+    ],
+    ids=["alternatives", "anthropic-blocks", "one-index"],
+)
+def test_choices_of_distinct_index_are_alternatives_save_anthropic_s_blocks(
+    tmp_path: Path, system: str, indexes: tuple[str, str], text: str, calls: list[str]
+) -> None:
+    # A response sampled with n > 1 gives a choice event per alternative, each a whole message
+    # with its own index: they were joined into one action, as if the model had said both.
+    first = {"index": indexes[0], "message": {"content": "Sunny."}, "finish_reason": "stop"}
+    other = {"index": indexes[1], "message": {"content": None}, "tool_calls": [_weather()]}
+    (t,) = import_file(_openllmetry_events(tmp_path, first, other, system=system))
+    assert t.steps[0].action.text == text
+    assert [c.id for c in t.steps[0].action.tool_calls] == calls
+    if calls:
+        assert "choices-skipped" not in _codes(t)
+    else:
+        assert _warning(t, "choices-skipped") == (
+            "a model call's output (gen_ai.choice events of distinct index) holds 2 choices; only "
+            "the first is imported as the assistant's turn (the first skipped at line 2: "
+            "$.resourceLogs[0].scopeLogs[0].logRecords[2].body.kvlistValue)"
+        )
 
 
 def test_a_choice_s_calls_in_its_message_and_beside_it_are_one_list(tmp_path: Path) -> None:
