@@ -341,8 +341,10 @@ def _listed_calls(
         if fn_raw is None and (tc.get("type") == "custom" or "custom" in tc):
             name_at, _, name, args = custom_call(tc, here, b)  # free-form input, as openai-chat
         else:
-            fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else tc
-            name_at = (here / "function" if fn is fn_raw else here) / "name"
+            # `{function: {name, arguments}}`, or the flat `{name, arguments}` form, as openai-chat
+            inner = fn_raw is not None
+            fn = (here / "function").obj(fn_raw, "{name, arguments}") if inner else tc
+            name_at = (here / "function" if inner else here) / "name"
             name, args = fn.get("name"), fn.get("arguments")
         call_id = opt_id(tc.get("id"), here / "id")
         c = make_call(call_id, name, args, here, f"{ids}_{j}", name_at=name_at)

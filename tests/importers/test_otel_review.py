@@ -1214,3 +1214,18 @@ def test_nan_and_infinity_in_json_content_keep_their_text_with_their_own_words(
     assert said.startswith("2 NaN or Infinity values (not JSON numbers") and "beyond" not in said
     assert "first at $.steps[0].action.tool_calls[0].arguments.x of the trace" in said
     assert json.loads(t.to_json())["steps"][0]["action"]["tool_calls"][0]["arguments"]["x"] == "NaN"
+
+
+def test_a_tool_call_s_function_that_is_not_an_object_is_refused_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The entry itself was read as the flat {name, arguments} form, so the error named
+    # `tool_calls[0].name: missing`, a key the file never meant to hold; openai-chat names the
+    # function.
+    made = {"role": "assistant", "tool_calls": [{"id": "c1", "function": "search"}]}
+    f = _write(tmp_path, _otlp(_chat(1, [{"role": "user", "content": "hi"}, made], [])))
+    assert run(["import", str(f)]) == 2
+    assert capsys.readouterr().err == (
+        f"car: error: {f}: {_SPAN0}.attributes[2].value.stringValue[1].tool_calls[0].function: "
+        'expected {name, arguments}, got the string "search"\n'
+    )
