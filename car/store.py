@@ -309,9 +309,11 @@ class RolloutStore:
     ) -> None:
         self.path = Path(path)
         self.ways = tuple(ways)
-        # Why a write failed mid-run (a full disk, a lock held past the timeout), once it has: later
-        # writes are skipped, the run goes on, and its caller says what was not kept.
+        # Why the store stopped taking writes mid-run, once it has ("cannot write the store (database
+        # or disk is full)", or "the store is damaged (...)"): later writes are skipped, the run goes
+        # on, and its caller says what was not kept. Once damage is found, reads find nothing either.
         self.unwritable: str | None = None
+        self.damaged = False
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         if not create and self.path.is_file() and self.path.stat().st_size == 0:
@@ -394,11 +396,22 @@ class RolloutStore:
         except sqlite3.OperationalError:
             raise
         except sqlite3.DatabaseError as exc:
-            where = what or str(self.path)
-            raise StoreError(f"{where}: the store is damaged ({exc}); {self._way_out()}") from None
+            raise self._damage(f"the store is damaged ({exc})", what) from None
+
+    def _damage(self, reason: str, what: str | None = None) -> StoreError:
+        """The error for damage found in the file; the store is given up for the rest of the run."""
+        self.damaged = True
+        self.unwritable = reason
+        return StoreError(f"{what or self.path}: {reason}; {self._way_out()}")
+
+    def ways_out(self) -> str:
+        """What to do instead of using this store: the caller's ways; removing it too once damaged."""
+        return self._way_out() if self.damaged else _either(self.ways)
 
     # -- rollouts ------------------------------------------------------------------------------
     def get(self, ns: str, key: str) -> dict[str, Any] | None:
+        if self.damaged:
+            return None
         with self._intact():
             row = self._db.execute(
                 "SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)
@@ -408,23 +421,24 @@ class RolloutStore:
         try:
             payload: dict[str, Any] = json.loads(zlib.decompress(row[0]))
         except (zlib.error, ValueError) as exc:
-            raise StoreError(
-                f"{self.path}: a stored rollout is damaged ({exc}); {self._way_out()}"
-            ) from None
+            raise self._damage(f"a stored rollout is damaged ({exc})") from None
         return payload
 
     def _write(self, sql: str, row: Sequence[Any]) -> int:
         """One write in a transaction of its own; the rows it changed. A write SQLite refuses (a full
-        disk, a lock held past the timeout) costs the run its store, never its results: the reason
-        is kept in `unwritable` and this and every later write change nothing."""
+        disk, a lock held past the timeout) or that finds the file damaged costs the run its store,
+        never its results: the reason is kept in `unwritable` and this and every later write change
+        nothing."""
         if self.unwritable is not None:
             return 0
         try:
             with self._intact(), self._db:
                 return int(self._db.execute(sql, row).rowcount)
         except sqlite3.OperationalError as exc:
-            self.unwritable = str(exc)
-            return 0
+            self.unwritable = f"cannot write the store ({exc})"
+        except StoreError:  # damage: `_intact` gave the store up
+            pass
+        return 0
 
     def put(self, ns: str, key: str, trace_hash: str, kind: str, payload: Mapping[str, Any]) -> bool:
         """Store one rollout; False if the key was already there (it is never stored twice) or the
@@ -435,7 +449,9 @@ class RolloutStore:
 
     def rows_for(self, trace_hash: str) -> dict[tuple[str, str], dict[str, Any]]:
         """Every stored row of one trace (what a remote worker needs to resume it)."""
-        out = {}
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        if self.damaged:
+            return out
         with self._intact():
             keys = self._db.execute(
                 "SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)

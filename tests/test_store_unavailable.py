@@ -3,6 +3,7 @@ read-only checkout is common in CI), one named with --store is an error."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import car.batch
 import car.ci
 from car.store import DEFAULT_DIR, MERGE_WAYS, RolloutStore, StoreUnavailable
 from tests.conftest import TRACES, Result
@@ -128,4 +130,60 @@ def test_a_store_that_cannot_be_made_on_a_full_disk_is_not_called_damaged(
     assert line == (
         "car: error: s.sqlite: cannot create or write the store here (database or disk is full); "
         "use another file (--store PATH) or run without a store (--no-store)"
+    )
+
+
+# -- a store damaged mid-run -----------------------------------------------------------------------
+def _truncate(path: Path) -> None:
+    """Cut the store file to two pages, as another program might mid-run: its WAL checkpointed
+    first, from a connection of its own, so the run's connection drops its cached pages and finds
+    the damage on its next read or write."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    with path.open("r+b") as fh:
+        fh.truncate(8192)
+
+
+@pytest.mark.parametrize("found_on", ["write", "read"])
+def test_a_store_damaged_mid_run_costs_the_store_not_the_other_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result], found_on: str
+) -> None:
+    """Damage found on a write (storing the next finished report) stopped the batch with one "the
+    store is damaged" line: no report written, the finished traces' reports lost. Found reading the
+    next trace's rows, it fails that trace; every later trace failed the same way."""
+    monkeypatch.chdir(tmp_path)
+    paths = [TRACES / "pivot.json", TRACES / "or.json", TRACES / "and.json"]
+    args = ["blame", *paths, *FAST, "--format", "json", "-o", "t.json", "--no-progress"]
+    assert run_cli(*args, "--no-store").code == 0
+    whole = json.loads((tmp_path / "t.json").read_text())["records"]
+    (tmp_path / "t.json").unlink()
+    one_at_a_time = functools.partial(car.ci.blame_many_async, traces_at_once=1)
+    monkeypatch.setattr(car.ci, "blame_many_async", one_at_a_time)
+    put_result = RolloutStore.put_result
+    stored: list[str] = []
+
+    def damage(store: RolloutStore, *a: Any) -> None:
+        if found_on == "write" and len(stored) == 1:  # before the second trace's report is stored
+            _truncate(store.path)
+        put_result(store, *a)
+        stored.append(a[0])
+        if found_on == "read" and len(stored) == 1:  # before the second trace starts
+            _truncate(store.path)
+
+    monkeypatch.setattr(RolloutStore, "put_result", damage)
+    r = run_cli(*args, "--store", "t.sqlite")
+    assert r.code == 2
+    records = json.loads((tmp_path / "t.json").read_text())["records"]
+    reason = "the store is damaged (database disk image is malformed)"
+    if found_on == "read":  # the trace that found it fails; the next runs without the store
+        failed = records.pop(1)
+        assert failed["status"] == "input-error" and failed["error"].startswith(f"t.sqlite: {reason}")
+        del whole[1]
+    assert [dict(x, rollouts=None) for x in records] == [dict(x, rollouts=None) for x in whole]
+    (line,) = [x for x in r.err.splitlines() if x.startswith("car: error:")]
+    assert line == (
+        f"car: error: t.sqlite: {reason}; the rest of the run was not stored, so a rerun computes "
+        "it again; use another file (--store PATH), run without a store (--no-store), or remove it "
+        "(car cache clear --store t.sqlite --force)"
     )
