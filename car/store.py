@@ -297,6 +297,28 @@ def _not_sqlite(path: Path) -> str | None:
     return "JSON text" if text.lstrip("\ufeff \t\r\n")[:1] in ("{", "[") else "text"
 
 
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that reads `path` and never writes. A WAL store on read-only media (a CI artifact
+    mounted read-only) has no -shm file and SQLite cannot make one: it is then read as immutable,
+    unless its -wal file holds rows, which that would silently leave out."""
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.Error as exc:
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_CANTOPEN:
+            return db  # damage or a lock: the first query says so as for any store
+    db.close()
+    wal = Path(f"{path}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise StoreError(
+            f"{path}: cannot read the rows in its write-ahead log {wal.name} here: SQLite needs to "
+            f"make {path.name}-shm beside it; copy {path.name} and {wal.name} to a writable directory "
+            "and read the copy"
+        )
+    return sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
+
+
 class RolloutStore:
     """A SQLite file of stored rollouts and finished reports. Not thread-safe: one writer.
 
@@ -339,7 +361,16 @@ class RolloutStore:
                 raise StoreUnavailable(self.path, str(exc), ways) from None
             raise StoreError(f"{self.path}: cannot open the store ({exc}){_advise(ways)}") from None
         try:
-            self._init_waiting()
+            try:
+                self._init_waiting()
+            except sqlite3.DatabaseError as exc:
+                if create or not _unwritable(exc):
+                    raise
+                # Only reading, where SQLite cannot write (a store on read-only media): read-only.
+                self._db.close()
+                self._db = _open_read_only(self.path)
+                self._refuse_foreign()
+                self._check()
         except _Foreign as exc:
             self._db.close()
             raise StoreError(f"{self.path}: {exc}, not a car store{_advise(ways)}") from None
@@ -366,9 +397,7 @@ class RolloutStore:
 
     def _init(self) -> None:
         db = self._db
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "meta" not in tables:
-            raise _Foreign("a SQLite file of another program")
+        self._refuse_foreign()
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a killed process (only an OS crash can lose the last commits).
         db.execute("PRAGMA synchronous=NORMAL")
@@ -377,11 +406,21 @@ class RolloutStore:
         with db:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (STORE_VERSION,))
             db.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (str(time.time()),))
-        row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
-        if row[0] != STORE_VERSION:
-            raise sqlite3.DatabaseError(f"store version {row[0]!r}, this car reads {STORE_VERSION!r}")
+        self._check()
+
+    def _refuse_foreign(self) -> None:
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise _Foreign("a SQLite file of another program")
+
+    def _check(self) -> None:
+        """The version and car's tables, as this car reads them."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        if row is None or row[0] != STORE_VERSION:
+            found = "no store version" if row is None else f"store version {row[0]!r}"
+            raise sqlite3.DatabaseError(f"{found}, this car reads {STORE_VERSION!r}")
         for table, columns in _COLUMNS.items():
-            have = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            have = [r[1] for r in self._db.execute(f"PRAGMA table_info({table})")]
             if have != list(columns):  # car's table, altered: damage, found now rather than mid-run
                 raise sqlite3.DatabaseError(
                     f"the schema is damaged: table {table} has columns {', '.join(have)}"
@@ -570,7 +609,7 @@ def _read_meta(p: Path) -> tuple[bool, str | None]:
     """Whether `p` is a car store, read without writing; and SQLite's word for its damage, if the
     file is damaged (a lock, a missing table or a file that cannot be opened is not damage)."""
     try:
-        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        db = _open_read_only(p)
         try:
             row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
         finally:
