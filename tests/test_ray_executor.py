@@ -256,3 +256,22 @@ def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
     assert started and cancelled == started
     with RolloutStore(tmp_path / "s.sqlite") as store:
         assert [r.trace_id for r in store.results()] == ["pivot-0"]
+
+
+@pytest.mark.slow
+def test_a_store_found_damaged_fails_one_ray_trace_not_the_batch(
+    local_ray: None, tmp_path: Path
+) -> None:
+    """Reading the first trace's stored rows found the damage, and the StoreError stopped the batch:
+    no trace ran. As under the local executor, that trace fails and the others run without it."""
+    from car.executors.ray import run_ray
+    from tests.test_store_resume import _damaged_store
+
+    store = RolloutStore(_damaged_store(tmp_path / "s.sqlite"))
+    opts = BatchOptions(samples=2, match_samples=0)
+    planned = plan_batch([TRACES / "pivot.json", TRACES / "or.json"], opts)
+    first, second = run_ray(options=opts, store=store, concurrency=2, planned=planned)
+    assert first.status == "input-error" and "the store is damaged" in (first.error or "")
+    assert second.status == "ok" and second.report is not None
+    assert store.damaged and store.unwritable is not None
+    store.close()
