@@ -58,9 +58,10 @@ __all__ = [
 
 RECORD_VERSION = "car.record/v1"
 ESTIMATE_VERSION = "car.estimate/v1"
-Status = Literal["ok", "gate", "input-error", "backend-error", "budget"]
+Status = Literal["ok", "gate", "input-error", "backend-error", "budget", "interrupted"]
 _EXIT = {"ok": EXIT_OK, "gate": EXIT_GATE, "input-error": EXIT_USAGE, "backend-error": EXIT_BACKEND}
-_EXIT["budget"] = EXIT_GATE
+# Not attributed: skipped for the budget, or the run was stopped (Ctrl-C, SIGTERM) before it finished.
+_EXIT["budget"] = _EXIT["interrupted"] = EXIT_GATE
 # What `blame_many` takes: one path (a file, a directory or a glob), or several.
 Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 

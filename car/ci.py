@@ -29,12 +29,12 @@ from car.batch import (
     plan_batch,
     total_estimate,
 )
-from car.errors import InputError
+from car.errors import CarError, InputError
 from car.formats import OutputFormat
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
-from car.jsonfile import os_reason
+from car.jsonfile import os_reason, utf8_text
 from car.outputs import counts_line, jsonl_line, render_output
-from car.report import Report
+from car.report import Report, listed
 from car.stdout import keep, refused
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
@@ -327,6 +327,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         return EXIT_OK
 
     store = open_store(req.store_path, req.no_store, say)
+    resume: str | None = None  # set when interrupted: whether and how a rerun resumes
     stream_stdout = req.fmt is OutputFormat.jsonl and req.output is None
     stream_files: dict[Path, IO[str]] = {}
     # A stream file that fails mid-run (a full disk) is dropped with its reason; the batch goes on
@@ -348,7 +349,13 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
                 except OSError as exc:
                     raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 
+        finished: list[TraceResult] = []
+
         def on_result(result: TraceResult) -> None:
+            finished.append(result)
+            stream(result)
+
+        def stream(result: TraceResult) -> None:
             line = jsonl_line(result)
             if stream_stdout and not stdout_failed:
                 try:
@@ -387,11 +394,19 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             "progress": display,
             "planned": planned,
         }
-        if display is not None:
-            with display:
+        try:
+            if display is not None:
+                with display:
+                    results = _execute(req, kwargs)
+            else:
                 results = _execute(req, kwargs)
-        else:
-            results = _execute(req, kwargs)
+        except KeyboardInterrupt:
+            # Ctrl-C, or SIGTERM at a CI job's timeout: what finished still goes to every output,
+            # in the shape of a whole run, each other trace marked as not attributed.
+            results, unfinished = _so_far(planned, finished)
+            for res in unfinished:
+                stream(res)  # a record for every trace, as a whole run streams
+            resume = _resume(store, req.no_store)
     finally:
         for path in list(stream_files):
             close_stream(path)
@@ -407,6 +422,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
                 )
 
     write_failed = store is not None and store.unwritable is not None
+    kept_in: list[Path | None] = []  # where the outputs went (None: stdout), for an interrupted run
     for fmt, path in outputs:
         if path is not None and path in stream_failed:
             text = render_output(fmt, results, batch=batch)
@@ -419,6 +435,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             write_failed = True
             continue
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
+            kept_in.append(path)
             continue  # already streamed
         if (
             not batch
@@ -436,6 +453,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             except OSError as exc:
                 _kept_from_stdout(text, fmt, os_reason(exc))
                 write_failed = True
+            else:
+                kept_in.append(None)
             continue
         try:
             write_report(path, text)
@@ -444,7 +463,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             print(f"car: error: {exc}; {keep(text, path.suffix)}", file=sys.stderr)
             write_failed = True
         else:
-            say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
+            kept_in.append(path)
+            if resume is None:
+                say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
+    if resume is not None:
+        raise Interrupted(_interrupted_line(results, kept_in, resume))
     if len(results) < len(planned):
         left = len(planned) - len(results)
         say(f"stopped early (--fail-fast): {left} trace{'s' if left != 1 else ''} not attributed")
@@ -481,6 +504,74 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         # of their own: the exit code needs one line that says why (as `car report` prints it)
         print(f"car: {counts_line(results)}", file=sys.stderr)
     return code
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped `run_blame` once it had written what finished: `detail` says where
+    that went and whether a rerun resumes, for the one line the command line prints."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _so_far(
+    planned: Sequence[_Planned], finished: Sequence[TraceResult]
+) -> tuple[list[TraceResult], list[TraceResult]]:
+    """An interrupted run's results in input order, and those of the traces that did not finish:
+    a file that could not be read is its input error (known before it ran), any other trace
+    `interrupted`, with no report and its rollouts not counted (None: those it ran are stored)."""
+    done = {r.path: r for r in finished}
+    results: list[TraceResult] = []
+    unfinished: list[TraceResult] = []
+    for item in planned:
+        res = done.get(utf8_text(item.path))
+        if res is None:
+            if item.trace is None:
+                res = TraceResult(item.path, None, "input-error", error=item.error)
+            else:
+                res = TraceResult(
+                    item.path,
+                    item.trace.id,
+                    "interrupted",
+                    error="not attributed: the run was interrupted before this trace finished",
+                    fresh_rollouts=None,
+                    stored_rollouts=None,
+                    usage=None,
+                )
+            unfinished.append(res)
+        results.append(res)
+    return results, unfinished
+
+
+def _resume(store: RolloutStore | None, no_store: bool) -> str:
+    """What a rerun of an interrupted run starts from."""
+    if store is None:
+        why = " (--no-store)" if no_store else ""
+        return f"nothing was stored{why}: a rerun starts over"
+    try:
+        n = store.count()
+    except CarError:  # a store damaged mid-run: its own error line says so
+        return f"rerun the same command to resume from {store.path}"
+    what = "rollout or draw" if n == 1 else "rollouts and draws"
+    return f"rerun the same command to resume from {store.path} ({n:,} {what} stored)"
+
+
+def _interrupted_line(
+    results: Sequence[TraceResult], kept_in: Sequence[Path | None], resume: str
+) -> str:
+    """After "car: interrupted; ": where the finished traces' reports went, and `resume`."""
+    if not kept_in:
+        return resume
+    files = [str(path) for path in dict.fromkeys(kept_in) if path is not None]
+    where = f"in {listed(files)}" if files else ""
+    if None in kept_in:
+        where += ", and on stdout" if files else "on stdout"
+    n = sum(r.status != "interrupted" for r in results)
+    if n == 0:
+        return f"no trace finished (the reports {where} list every trace as interrupted); {resume}"
+    reports = "trace's report is" if n == 1 else "traces' reports are"
+    return f"the {n} finished {reports} {where}; {resume}"
 
 
 async def _refusals(req: BlameRequest, planned: Sequence[_Planned]) -> list[TraceResult]:

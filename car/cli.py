@@ -403,7 +403,7 @@ def blame(
     concurrency, level, min_effect = o["concurrency"], o["level"], o["min_effect"]
     backend = {k: o.get(k) for k in BACKEND_KEYS}
     from car.batch import BatchOptions, parse_shard
-    from car.ci import BlameRequest, parse_prices, parse_reports, run_blame
+    from car.ci import BlameRequest, Interrupted, parse_prices, parse_reports, run_blame
     from car.gates import Gates
 
     output = _dash_is_stdout(output)
@@ -455,7 +455,10 @@ def blame(
         address=address,
     )
     with configure(**backend):
-        code = run_blame(request)
+        try:
+            code = run_blame(request)
+        except Interrupted as stop:
+            _interrupted(stop.detail)
     if code:
         raise SystemExit(code)
 
@@ -845,11 +848,14 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     on_interrupt(signal.SIGINT, frame)
 
 
-def _interrupted() -> NoReturn:
+def _interrupted(detail: str | None = None) -> NoReturn:
+    """The one line of a command stopped by Ctrl-C or SIGTERM; `detail`, after it, says what was
+    kept and whether a rerun resumes."""
+    said = "; " + detail if detail else ""
     if _TERMINATED:
-        print("car: terminated", file=sys.stderr)
+        print(f"car: terminated{said}", file=sys.stderr)
         raise SystemExit(128 + signal.SIGTERM)
-    print("car: interrupted", file=sys.stderr)
+    print(f"car: interrupted{said}", file=sys.stderr)
     raise SystemExit(130)
 
 

@@ -4,7 +4,8 @@ Exit codes follow ruff and pytest:
 
     0  done
     1  a gate the user asked for tripped (--min-match-rate, --fail-on-abstain, --fail-on-blame,
-       or --max-rollouts left traces unattributed)
+       or --max-rollouts left traces unattributed; `car report` of an interrupted run's output, a
+       trace it did not finish)
     2  usage or input error (bad option, bad trace file)
     3  backend or infrastructure failure (partial results are stored)
 

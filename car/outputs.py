@@ -7,7 +7,7 @@
     github    `::error` / `::warning` workflow commands (a few, escaped) plus the Markdown summary,
               which goes to `$GITHUB_STEP_SUMMARY` when that is set (capped below GitHub's 1 MiB)
     junit     JUnit XML: one testcase per trace; a tripped gate is a failure, an input or backend
-              problem is an error
+              problem is an error, a trace an interrupted run did not finish is skipped
     html      the self-contained HTML page of one trace's report (`car.html`)
 
 `read_results` reads them back for `car report`: a store, a `car.report/v1` or `car.batch/v1` JSON file,
@@ -114,6 +114,8 @@ def _failed(res: TraceResult) -> bool:
 
 def _outcome(res: TraceResult) -> str:
     r = res.report
+    if res.status == "interrupted":  # not an error of the trace's: the run stopped first
+        return "-"
     if r is None or _failed(res):
         return "error"
     if r.locus is None:
@@ -377,7 +379,7 @@ def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATI
     warnings: list[str] = []
     for res in results:
         # Each names its trace: the file, for GitHub, and the trace (and analysis) in the message.
-        if res.status in ("input-error", "backend-error", "budget"):
+        if res.status in ("input-error", "backend-error", "budget", "interrupted"):
             errors.append(
                 _command("error", f"car: {res.status}", f"{res.label}: {error_text(res)}", res.path)
             )
@@ -422,7 +424,7 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
         tests=str(len(results)),
         failures=str(failures),
         errors=str(errors),
-        skipped="0",
+        skipped=str(c.get("interrupted", 0)),
     )
     for res in results:
         case = ET.SubElement(suite, "testcase", classname="car.blame", name=_xml_safe(res.label))
@@ -433,6 +435,8 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
             ).text = _xml_safe("\n".join(res.gates))
         elif res.status == "budget":
             ET.SubElement(case, "failure", message=_xml_safe(res.error or ""), type="budget")
+        elif res.status == "interrupted":
+            ET.SubElement(case, "skipped", message=_xml_safe(res.error or ""))
         elif res.status in ("input-error", "backend-error"):
             ET.SubElement(
                 case, "error", message=_xml_safe(error_text(res)), type=res.status

@@ -249,7 +249,12 @@ def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         rest = proc.stderr.read().splitlines()
         assert proc.wait(timeout=120) == 143
-    assert rest == ["car: terminated"]
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        stored = store.count()
+    assert rest == [
+        "car: terminated; the 1 finished trace's report is on stdout; rerun the same command to "
+        f"resume from s.sqlite ({stored:,} rollouts and draws stored)"
+    ]
     calls = (tmp_path / "calls.log").read_text().splitlines()
     started = {line.split()[1] for line in calls if line.startswith("started")}
     cancelled = {line.split()[1] for line in calls if line.startswith("cancelled")}

@@ -106,7 +106,7 @@ def test_records_that_are_not_car_records_are_named_not_skipped(
     r = run_cli("report", "r.jsonl")
     assert r.code == 2 and r.err == (
         "car: error: r.jsonl: line 2: $.status: expected 'ok', 'gate', 'input-error', "
-        """'backend-error' or 'budget'; got "lost"\n"""
+        """'backend-error', 'budget' or 'interrupted'; got "lost"\n"""
     )
 
 
