@@ -126,6 +126,8 @@ async def run_adaptive(
             ),
         )
 
+    if progress is not None:
+        progress("adaptive", spent, budget)
     while True:
         row_arms = runner.arms(open_arms)
         # Looks thin out geometrically (any look schedule is valid for a CS; fewer looks cost less).
@@ -143,7 +145,7 @@ async def run_adaptive(
         open_arms = state.open
         history.append((spent, open_arms))
         if progress is not None:
-            progress("rollouts", spent, budget)
+            progress("adaptive", spent, budget)
         if state.certified:
             stopped = "certified"
             break

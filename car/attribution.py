@@ -46,7 +46,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Progress", "blame", "blame_async", "nothing_to_attribute", "run_blocking"]
 
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
+# (phase, done, total), counted within the phase: "contrastive" (the arms' rollouts), "match draws",
+# "shapley" (total: its budget) or "adaptive" (total: its budget); each phase says (phase, 0, total)
+# as it starts.
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -234,28 +237,37 @@ async def blame_async(
         # its run, and keeping them all would cost memory in trace length times rollouts.
         rows = RowRunner(replay)
         row_arms = rows.arms()
-        total = (1 if exact else 0) + samples * len(row_arms) + m * match_samples
-        done = 0
 
-        def tick() -> None:
-            nonlocal done
-            done += 1
+        def phase(name: str, total: int) -> Callable[[], None]:
+            """Say that phase `name` starts; the function that counts each of its rollouts or draws."""
+            done = 0
             if progress is not None:
-                progress("rollouts", done, total)
+                progress(name, done, total)
 
-        record = []
-        if exact:
-            record.append(await rows.record_value())
-            tick()
+            def tick() -> None:
+                nonlocal done
+                done += 1
+                if progress is not None:
+                    progress(name, done, total)
+
+            return tick
+
+        record = [await rows.record_value()] if exact else []
         observed: list[tuple[dict[int, float], int]] = []
         matches = None
         # The record scored costs no policy call: when the scorer says it did not fail (or cannot
         # score it) there is nothing to attribute, and no rollout or match draw is run to find that
-        # out. A noisy scorer's factual arm runs in the rows, so it is known only after them.
+        # out (nor a phase announced). A noisy scorer's factual arm runs in the rows, so it is known
+        # only after them.
         if not (exact and (math.isnan(record[0]) or record[0] == 0)):
+            tick = phase("contrastive", len(record) + samples * len(row_arms))
+            if exact:
+                tick()  # the record, scored
             rollouts = (rows.row(row_arms, r, tick) for r in range(samples))
             observed = await gather_all(rollouts, concurrency)
-            matches = await match_draws(replay, match_samples, concurrency, tick)
+            matches = await match_draws(
+                replay, match_samples, concurrency, phase("match draws", m * match_samples)
+            )
         arms, factual = rows.matrix([row for row, _ in observed], record)
         report = _report(
             trace,

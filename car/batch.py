@@ -550,7 +550,8 @@ class BatchProgress(Protocol):
 
     def trace_started(self, label: str, total: int) -> None: ...
 
-    def trace_advanced(self, label: str, done: int, total: int) -> None: ...
+    def trace_advanced(self, label: str, phase: str, done: int, total: int) -> None:
+        """`done` of the `total` rollouts or draws of `phase` (`car.attribution.Progress`)."""
 
     def trace_finished(self, result: TraceResult) -> None: ...
 
@@ -584,7 +585,7 @@ async def attribute_one(
 
         def tick(phase: str, done: int, total: int) -> None:
             if progress is not None:
-                progress.trace_advanced(label, done, total)
+                progress.trace_advanced(label, phase, done, total)
 
         kwargs = options.blame_kwargs()
         kwargs.update(policy=comps.policy, env=comps.env, scorer=comps.scorer)

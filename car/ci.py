@@ -383,6 +383,10 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             from car.progress import HeartbeatProgress
 
             display = HeartbeatProgress(sys.stderr, len(planned))
+        elif show:  # one trace in a log: a line as each phase starts, and at each quarter of it
+            from car.progress import PhaseProgress
+
+            display = PhaseProgress(sys.stderr)
         kwargs: dict[str, Any] = {
             "options": req.options,
             "store": store,

@@ -1,4 +1,5 @@
-"""Progress of a batch on stderr: a live display on a terminal, plain heartbeat lines otherwise.
+"""Progress on stderr: a live display on a terminal; plain lines otherwise, a heartbeat for a batch
+and a line per phase for one trace.
 
 stdout is never touched: it carries the report only.
 """
@@ -24,7 +25,13 @@ from car.outputs import credit_text, error_text, stored_part
 from car.render import literal
 from car.report import many
 
-__all__ = ["HeartbeatProgress", "RichBatchProgress", "finished_line", "finished_what"]
+__all__ = [
+    "HeartbeatProgress",
+    "PhaseProgress",
+    "RichBatchProgress",
+    "finished_line",
+    "finished_what",
+]
 
 
 def finished_what(result: TraceResult) -> str:
@@ -78,7 +85,7 @@ class RichBatchProgress:
         name = str(literal(label))
         self.tasks[label] = self.bar.add_task(f"  {name[-40:]}", total=total)
 
-    def trace_advanced(self, label: str, done: int, total: int) -> None:
+    def trace_advanced(self, label: str, phase: str, done: int, total: int) -> None:
         task = self.tasks.get(label)
         if task is not None:
             self.bar.update(task, completed=done, total=total)
@@ -121,7 +128,7 @@ class HeartbeatProgress:
     def trace_started(self, label: str, total: int) -> None:
         self.rollouts[label] = (0, total)
 
-    def trace_advanced(self, label: str, done: int, total: int) -> None:
+    def trace_advanced(self, label: str, phase: str, done: int, total: int) -> None:
         self.rollouts[label] = (done, total)
         if time.monotonic() - self._last >= self.interval:
             done_r = sum(d for d, _ in self.rollouts.values())
@@ -135,3 +142,53 @@ class HeartbeatProgress:
         self.rollouts.pop(result.label, None)
         self.done += 1
         self._say(f"[{self.done}/{self.total}] {finished_line(result)}")
+
+
+# What each phase is called on a line, what it counts, and whether its total is a most (a budget).
+_PHASES = {
+    "contrastive": ("contrastive arms", "rollouts", False),
+    "match draws": ("match draws", "draws", False),
+    "shapley": ("Shapley", "rollouts", True),
+    "adaptive": ("adaptive sampling", "rollouts", True),
+}
+
+
+class PhaseProgress:
+    """Plain lines for one trace in a log: each phase as it starts, with what it plans, and each
+    quarter of it done. Nothing in them depends on timing (no clock, no carriage return), so the same
+    run logs the same lines."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.said: dict[str, tuple[str, int]] = {}  # label: its phase, the quarters of it said
+
+    def __enter__(self) -> PhaseProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def trace_started(self, label: str, total: int) -> None:
+        pass
+
+    def trace_advanced(self, label: str, phase: str, done: int, total: int) -> None:
+        if total <= 0:
+            return
+        title, unit, at_most = _PHASES.get(phase, (phase, "rollouts", False))
+        current, quarters = self.said.get(label, ("", 0))
+        if current != phase:
+            planned = f"up to {total:,} {unit}" if at_most else f"{total:,} {unit} planned"
+            self._say(f"{label}: {title}: {planned}")
+            quarters = 0
+        reached = min(3, 4 * done // total)  # the end shows as the next phase, or the report
+        if reached > quarters:
+            self._say(f"{label}: {title}: {25 * reached}% of {total:,} {unit} done")
+            quarters = reached
+        self.said[label] = (phase, quarters)
+
+    def trace_finished(self, result: TraceResult) -> None:
+        self.said.pop(result.label, None)
+
+    def _say(self, text: str) -> None:
+        self.stream.write(f"car: {text}\n")
+        self.stream.flush()

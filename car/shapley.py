@@ -267,6 +267,7 @@ async def run_shapley(
         budget_calls=budget_calls,
         step_cap=replay.step_cap,
     )
+    game.tick()  # the phase starts: 0 of its budget
     return await _play(chosen, game, spend, players_kind, v_known, target_width, level, shared_seeds)
 
 

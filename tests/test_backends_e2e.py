@@ -329,7 +329,7 @@ def test_unreachable_server_ends_the_run_with_one_line() -> None:
     env = {**os.environ, "CAR_MAX_ATTEMPTS": "3", "CAR_BACKOFF_BASE": "0.005"}
     env.pop("OPENAI_BASE_URL", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "car", *_blame("openai:x", dead, "--no-store")],
+        [sys.executable, "-m", "car", *_blame("openai:x", dead, "--no-store", "--no-progress")],
         capture_output=True,
         text=True,
         env=env,

@@ -871,7 +871,8 @@ def test_a_report_that_cannot_be_written_after_the_work_is_kept_in_a_file_of_its
         return write_text(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "write_text", full_disk)
-    code, out, err = run(["blame", PIVOT, *FAST, "--format", "html", "-o", "out/r.html"], capsys)
+    argv = ["blame", PIVOT, *FAST, "--format", "html", "-o", "out/r.html", "--no-progress"]
+    code, out, err = run(argv, capsys)
     assert code == 2
     assert out == ""  # never an HTML page on stdout (it may be a terminal)
     (saved,) = (work / "tmp").glob("car-report-*.html")

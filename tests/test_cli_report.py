@@ -186,7 +186,7 @@ def test_without_format_the_output_suffix_chooses_it(
     table that `car report r.json` then refused): a suffix that names a format chooses it, and the
     line that says where the report went says so."""
     page, saved = tmp_path / "page.html", tmp_path / "r.json"
-    code, out, err = run(capsys, "blame", str(TRACE), *FAST, "-o", str(page))
+    code, out, err = run(capsys, "blame", str(TRACE), *FAST, "-o", str(page), "--no-progress")
     assert (code, out) == (0, "") and page.read_text().startswith("<!DOCTYPE html>")
     assert err.strip() == (
         f"html report written to {page} (the format its suffix .html names; --format chooses another)"

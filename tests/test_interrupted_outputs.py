@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def _interrupt_after(
         text=True,
     ) as proc:
         assert proc.stderr is not None
+        # Should the line never come, a stuck run is ended rather than waited for forever.
+        guard = threading.Timer(120, proc.kill)
+        guard.start()
         lines = []
         for line in proc.stderr:
             lines.append(line.rstrip("\n"))
@@ -57,6 +61,7 @@ def _interrupt_after(
                 break
         lines += proc.stderr.read().splitlines()
         code = proc.wait(timeout=60)
+        guard.cancel()
     assert any(line.startswith(line_starts) for line in lines), lines
     return code, lines
 
@@ -139,3 +144,24 @@ def test_without_a_store_the_line_says_a_rerun_starts_over(tmp_path: Path) -> No
         "nothing was stored (--no-store): a rerun starts over"
     ]
     assert "| traces/b-refund.json | - |" in (tmp_path / "out.md").read_text()
+
+
+@pytest.mark.parametrize("store", ["--store", "--no-store"])
+def test_an_interrupted_trace_says_whether_a_rerun_resumes(tmp_path: Path, store: str) -> None:
+    """`car: interrupted` said neither that --no-store had lost the rollouts nor that a rerun
+    resumes from the store."""
+    (tmp_path / "stuck.py").write_text(STUCK_POLICY)
+    shutil.copy(TRACES / "support-refund.json", tmp_path / "refund.json")
+    kept = ["--store", "s.sqlite"] if store == "--store" else ["--no-store"]
+    argv = ["blame", "refund.json", "--policy", "stuck.py@policy", *kept, "-o", "out.json"]
+    rc, err = _interrupt_after(argv, tmp_path, "car: refund.json: contrastive arms: ", signal.SIGINT)
+    assert rc == 130
+    if store == "--store":
+        with RolloutStore(tmp_path / "s.sqlite") as s:
+            stored = s.count()  # the record's scoring, if it was done before the signal
+        what = "rollout or draw" if stored == 1 else "rollouts and draws"
+        resume = f"rerun the same command to resume from s.sqlite ({stored} {what} stored)"
+    else:
+        resume = "nothing was stored (--no-store): a rerun starts over"
+    assert err[1:] == [f"car: interrupted; {resume}"]
+    assert not (tmp_path / "out.json").exists()  # one trace, no report: nothing to write

@@ -101,3 +101,26 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # the other side closed: Linux says EIO
         return b""
+
+
+def test_one_trace_in_a_log_says_each_phase_as_it_starts_and_each_quarter_of_it(
+    tmp_path: Path,
+) -> None:
+    """With stderr not a terminal a long single trace said nothing until its report: a CI log showed
+    no sign of life. The lines depend on the run only, never on timing; -q leaves none."""
+    trace = str(TRACES / "research-team.json")
+    argv = [sys.executable, "-m", "car", "blame", trace, "--budget", "400", "--no-store"]
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=True)
+    phases = [
+        ("contrastive arms", "161 rollouts planned", "161 rollouts"),
+        ("match draws", "40 draws planned", "40 draws"),
+        ("Shapley", "up to 400 rollouts", "400 rollouts"),
+    ]
+    assert run.stderr.splitlines() == [
+        f"car: {trace}: {line}"
+        for title, planned, of in phases
+        for line in [f"{title}: {planned}", *(f"{title}: {q}% of {of} done" for q in (25, 50, 75))]
+    ]
+    assert run.stdout.startswith("car blame: research-team-0")
+    quiet = subprocess.run([*argv, "-q"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert quiet.stderr == "" and quiet.stdout == run.stdout

@@ -40,7 +40,7 @@ def test_a_read_only_directory_runs_without_the_default_store(
     read_only: Path, run_cli: Callable[..., Result]
 ) -> None:
     """`car blame traces/pivot.json` died with a PermissionError traceback on ./.car (exit 1)."""
-    r = run_cli("blame", TRACES / "pivot.json", *FAST, "--format", "json")
+    r = run_cli("blame", TRACES / "pivot.json", *FAST, "--format", "json", "--no-progress")
     assert r.code == 0, r.err
     assert json.loads(r.out)["locus"] == 1  # the report, whole
     (notice,) = r.err.strip().splitlines()
