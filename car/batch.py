@@ -763,16 +763,18 @@ def deliver(
     on_result: Callable[[TraceResult], None] | None,
 ) -> None:
     """What happens to every finished trace, whatever executor ran it: its report is stored (so
-    `car report` can re-render it), the progress display hears of it, and the caller's callback runs."""
+    `car report` can re-render it), the caller's callback runs, then the progress display hears of
+    it: a trace shown finished has been handed over, so an interrupt that follows the line (a CI
+    job's timeout, sent when it appears) finds it among the finished ones."""
     if isinstance(store, RolloutStore) and result.report is not None:
         rep = result.report
         store.put_result(
             result_key(rep), rep.trace_id, rep.trace_path, rep.trace_hash, rep.model_dump_json()
         )
-    if progress is not None:
-        progress.trace_finished(result)
     if on_result is not None:
         on_result(result)
+    if progress is not None:
+        progress.trace_finished(result)
 
 
 async def blame_many_async(

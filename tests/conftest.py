@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,3 +58,32 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
         return Result(code, cap.out, cap.err)
 
     return run
+
+
+def interrupt_after(
+    argv: list[str], cwd: Path, line_starts: str, how: signal.Signals, wait: float = 60
+) -> tuple[int, list[str]]:
+    """Run `car` with stderr a pipe, send `how` once a stderr line starts with `line_starts`; its exit
+    code and stderr lines."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "car", *argv],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stderr is not None
+        # Should the line never come, a stuck run is ended rather than waited for forever.
+        guard = threading.Timer(120, proc.kill)
+        guard.start()
+        lines = []
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith(line_starts):
+                proc.send_signal(how)
+                break
+        lines += proc.stderr.read().splitlines()
+        code = proc.wait(timeout=wait)
+        guard.cancel()
+    assert any(line.startswith(line_starts) for line in lines), lines
+    return code, lines

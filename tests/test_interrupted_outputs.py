@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from car.store import RolloutStore
-from tests.conftest import Result
+from tests.conftest import Result, interrupt_after
 from tests.test_batch_inputs import PIVOT, TRACES
 
 # The policy of one trace never answers: that trace cannot finish before the signal, whenever it
@@ -35,35 +32,6 @@ def policy(trace):
         return Stuck()
     return make("policy", trace.replay.policy.split(":", 1)[1], trace, trace.replay.policy)
 """
-
-
-def _interrupt_after(
-    argv: list[str], cwd: Path, line_starts: str, how: signal.Signals
-) -> tuple[int, list[str]]:
-    """Run `car` with stderr a pipe, send `how` once a stderr line starts with `line_starts`; its exit
-    code and stderr lines."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "car", *argv],
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stderr is not None
-        # Should the line never come, a stuck run is ended rather than waited for forever.
-        guard = threading.Timer(120, proc.kill)
-        guard.start()
-        lines = []
-        for line in proc.stderr:
-            lines.append(line.rstrip("\n"))
-            if line.startswith(line_starts):
-                proc.send_signal(how)
-                break
-        lines += proc.stderr.read().splitlines()
-        code = proc.wait(timeout=60)
-        guard.cancel()
-    assert any(line.startswith(line_starts) for line in lines), lines
-    return code, lines
 
 
 def _batch(tmp_path: Path) -> Path:
@@ -92,7 +60,7 @@ def test_an_interrupted_batch_writes_the_finished_reports_to_every_output(
     outputs = ["--format", "json", "-o", "out.json", "--report", "junit=car.xml"]
     outputs += ["--report", "jsonl=car.jsonl", "--report", "markdown=car.md"]
     argv = ["blame", "traces", *BATCH, "--store", "s.sqlite", *outputs]
-    rc, err = _interrupt_after(argv, tmp_path, "car: [1/2]", how)
+    rc, err = interrupt_after(argv, tmp_path, "car: [1/2]", how)
     assert rc == code
     assert err[1].startswith("car: [1/2] traces/a-pivot.json: ok: step ")
     with RolloutStore(tmp_path / "s.sqlite") as store:
@@ -137,7 +105,7 @@ def test_an_interrupted_batch_writes_the_finished_reports_to_every_output(
 def test_without_a_store_the_line_says_a_rerun_starts_over(tmp_path: Path) -> None:
     _batch(tmp_path)
     argv = ["blame", "traces", *BATCH, "--no-store", "-o", "out.md"]
-    rc, err = _interrupt_after(argv, tmp_path, "car: [1/2]", signal.SIGINT)
+    rc, err = interrupt_after(argv, tmp_path, "car: [1/2]", signal.SIGINT)
     assert rc == 130
     assert err[2:] == [
         "car: interrupted; the 1 finished trace's report is in out.md; "
@@ -154,7 +122,7 @@ def test_an_interrupted_trace_says_whether_a_rerun_resumes(tmp_path: Path, store
     shutil.copy(TRACES / "support-refund.json", tmp_path / "refund.json")
     kept = ["--store", "s.sqlite"] if store == "--store" else ["--no-store"]
     argv = ["blame", "refund.json", "--policy", "stuck.py@policy", *kept, "-o", "out.json"]
-    rc, err = _interrupt_after(argv, tmp_path, "car: refund.json: contrastive arms: ", signal.SIGINT)
+    rc, err = interrupt_after(argv, tmp_path, "car: refund.json: contrastive arms: ", signal.SIGINT)
     assert rc == 130
     if store == "--store":
         with RolloutStore(tmp_path / "s.sqlite") as s:

@@ -224,8 +224,8 @@ def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
     traces on the workers left to Ray. car's handler stays: one line, exit 143, the running tasks
     cancelled, the finished report kept."""
     import signal
-    import subprocess
-    import sys
+
+    from tests.conftest import interrupt_after
 
     (tmp_path / "slow.py").write_text(SLOW_POLICY)
     doc = json.loads((TRACES / "pivot.json").read_text())
@@ -235,20 +235,9 @@ def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
         (tmp_path / "runs" / f"slow{n}.json").write_text(json.dumps({**doc, "id": f"slow-{n}"}))
     argv = ["blame", "runs", "--executor", "ray", "--policy", f"{tmp_path}/slow.py@policy"]
     argv += ["--samples", "2", "--match-samples", "0", "--store", "s.sqlite", "--format", "jsonl"]
-    with subprocess.Popen(
-        [sys.executable, "-m", "car", *argv],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # the fast trace is done, the slow ones are running
-            if line.startswith("car: [1/4]"):
-                break
-        proc.send_signal(signal.SIGTERM)
-        rest = proc.stderr.read().splitlines()
-        assert proc.wait(timeout=120) == 143
+    code, lines = interrupt_after(argv, tmp_path, "car: [1/4]", signal.SIGTERM, wait=120)
+    assert code == 143
+    rest = lines[next(i for i, x in enumerate(lines) if x.startswith("car: [1/4]")) + 1 :]
     with RolloutStore(tmp_path / "s.sqlite") as store:
         stored = store.count()
     assert rest == [
