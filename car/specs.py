@@ -59,7 +59,8 @@ _BACKEND_SCHEMES: dict[str, tuple[str, ...]] = {
     "env": ("llm-sim",),
     "scorer": ("llm-judge",),
 }
-_WORD = {"policy": "policy", "env": "environment", "scorer": "scorer"}
+# How messages name each kind of component.
+KIND_WORDS = {"policy": "policy", "env": "environment", "scorer": "scorer"}
 
 
 def _scheme(spec: str) -> str:
@@ -88,7 +89,7 @@ def check_builtin(kind: str, spec: str) -> str | None:
             return (
                 f"{spec!r} names code; a trace may name built-in components only (pass it with --{kind})"
             )
-        return f"unknown built-in {_WORD[kind]} {spec!r}{_suggest(kind, spec)}"
+        return f"unknown built-in {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec)}"
     if scheme == "sim:":
         from car.sim import SCENARIOS
 
@@ -101,7 +102,7 @@ def check_builtin(kind: str, spec: str) -> str | None:
     if name in _BACKEND_SCHEMES[kind] and (reach := _reaches_out(arg)) is not None:
         return (
             f"{spec!r}: a trace may not set {reach}: it would choose where requests (and the key "
-            f"they carry) go, or which local file is sent; give this {_WORD[kind]} with --{kind}"
+            f"they carry) go, or which local file is sent; give this {KIND_WORDS[kind]} with --{kind}"
         )
     try:
         if kind == "scorer" and name in ("tool-called", "regex"):
@@ -162,14 +163,14 @@ def _file_module(kind: str, spec: str, path: Path, path_text: str) -> ModuleType
     module_name = f"car_plugin_{abs(hash(str(resolved)))}"
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     if loader_spec is None or loader_spec.loader is None:
-        raise SpecError(f"{_WORD[kind]} {spec!r}: cannot load {path_text!r} as Python")
+        raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: cannot load {path_text!r} as Python")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
     try:
         loader_spec.loader.exec_module(module)
     except Exception as exc:
         raise SpecError(
-            f"{_WORD[kind]} {spec!r}: importing {path_text} failed: {type(exc).__name__}: {exc}"
+            f"{KIND_WORDS[kind]} {spec!r}: importing {path_text} failed: {type(exc).__name__}: {exc}"
         ) from exc
     _FILE_MODULES[key] = module
     return module
@@ -179,9 +180,9 @@ def _load_file_object(kind: str, spec: str) -> Any:
     path_text, _, name = spec.rpartition("@")
     path = Path(path_text)
     if not name.isidentifier():
-        raise SpecError(f"{_WORD[kind]} {spec!r}: {name!r} is not a Python name (use FILE.py@NAME)")
+        raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: {name!r} is not a Python name (use FILE.py@NAME)")
     if not path.is_file():
-        raise SpecError(f"{_WORD[kind]} {spec!r}: no such file {path_text!r}")
+        raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: no such file {path_text!r}")
     module = _file_module(kind, spec, path, path_text)
     try:
         return getattr(module, name)
@@ -189,7 +190,7 @@ def _load_file_object(kind: str, spec: str) -> Any:
         found = [n for n in vars(module) if not n.startswith("_")]
         close = difflib.get_close_matches(name, found, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise SpecError(f"{_WORD[kind]} {spec!r}: {path_text} defines no {name!r}{hint}") from None
+        raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: {path_text} defines no {name!r}{hint}") from None
 
 
 _METHOD = {"policy": "act", "env": "step", "scorer": "score"}
@@ -222,10 +223,10 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
             raise
         except Exception as exc:
             raise SpecError(
-                f"{_WORD[kind]} {spec!r}: the factory failed: {type(exc).__name__}: {exc}"
+                f"{KIND_WORDS[kind]} {spec!r}: the factory failed: {type(exc).__name__}: {exc}"
             ) from exc
     else:
-        raise SpecError(f"{_WORD[kind]} {spec!r}: {type(obj).__name__} has no {method}() method")
+        raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: {type(obj).__name__} has no {method}() method")
     if not hasattr(component, method):
         hint = ""
         if kind == "scorer" and (component is None or isinstance(component, int | float | str)):
@@ -235,7 +236,8 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
                 "(trajectory) -> float | None), or a factory that returns an object with async score()"
             )
         raise SpecError(
-            f"{_WORD[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()" + hint
+            f"{KIND_WORDS[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()"
+            + hint
         )
     _check_async(kind, spec, component, (method, "restore") if kind == "env" else (method,))
     if not getattr(component, "spec", None):
@@ -255,7 +257,7 @@ def _check_async(kind: str, spec: str, component: Any, methods: tuple[str, ...])
         plain = inspect.unwrap(fn.__func__ if inspect.ismethod(fn) else fn) if callable(fn) else None
         if inspect.isfunction(plain) and not inspect.iscoroutinefunction(plain):
             raise SpecError(
-                f"{_WORD[kind]} {spec!r}: {type(component).__name__}.{name}() must be async "
+                f"{KIND_WORDS[kind]} {spec!r}: {type(component).__name__}.{name}() must be async "
                 f"(async def {name}(...)): car awaits it"
             )
 
@@ -279,7 +281,7 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
 
     spec = spec.strip()
     if not spec:
-        raise SpecError(f"empty {_WORD[kind]} spec")
+        raise SpecError(f"empty {KIND_WORDS[kind]} spec")
     scheme, _, arg = spec.partition(":")
     if scheme == "sim" and "sim:" in _BUILTIN[kind]:
         return sim.make(kind, arg, trace, spec)
@@ -300,15 +302,15 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
                 factory = ep.load()
             except Exception as exc:
                 raise SpecError(
-                    f"{_WORD[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
+                    f"{KIND_WORDS[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
                 ) from exc
             return _instantiate(kind, spec, factory, trace, arg)
     # Files last: a built-in's or an entry point's argument may contain `@` or even `.py@`.
     if spec.endswith(".py"):
-        raise SpecError(f"{_WORD[kind]} {spec!r}: name the object in the file: {spec}@NAME")
+        raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: name the object in the file: {spec}@NAME")
     if _names_file(spec):
         return _instantiate(kind, spec, _load_file_object(kind, spec), trace, None)
-    raise SpecError(f"unknown {_WORD[kind]} {spec!r}{_suggest(kind, spec)}")
+    raise SpecError(f"unknown {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec)}")
 
 
 def make_policy(spec: str, trace: Trace) -> Policy:

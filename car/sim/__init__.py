@@ -99,10 +99,12 @@ def make(kind: str, name: str, trace: Trace, spec: str) -> Any:
     scenario = scenario_for(name, trace)
     departure = scenario.departure(trace)
     if departure is not None:
-        word = {"policy": "policy", "env": "environment", "scorer": "scorer"}[kind]
+        from car.specs import KIND_WORDS  # local: specs builds sim: components through here
+
         raise SpecError(
-            f"{word} {spec!r}: the trace is not a run of scenario {name!r} ({departure}); a sim: "
-            "spec replays only its own scenario's traces (car plugins lists them)"
+            f"{KIND_WORDS[kind]} {spec!r}: the trace is not a run of scenario {name!r} "
+            f"({departure}); a sim: spec replays only its own scenario's traces (car plugins lists "
+            "them)"
         )
     factory = {"policy": SimPolicy, "env": SimEnvironment, "scorer": SimScorer}[kind]
     return factory(scenario, spec)
