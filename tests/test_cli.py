@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,25 @@ def test_ctrl_c_while_the_command_line_is_imported_is_one_line(
         entry.run()
     assert exc.value.code == 130
     assert capsys.readouterr().err == "car: interrupted\n"
+
+
+def test_sigterm_while_the_command_line_is_imported_is_one_line() -> None:
+    """A SIGTERM in the command's first fraction of a second killed car without a word."""
+    code = textwrap.dedent(
+        """
+        import builtins, os, signal, time
+        import car.__main__ as entry
+        real_import = builtins.__import__
+        def terminated(name, *args, **kwargs):
+            if name == "car.cli":
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises before this ends
+            return real_import(name, *args, **kwargs)
+        builtins.__import__ = terminated
+        entry.run()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr) == (143, "car: terminated\n")
