@@ -94,7 +94,7 @@ def _named(origin: str | None) -> Iterator[None]:
     try:
         yield
     except InputError as exc:  # a SpecError, or the component's own refusal (a regex that is not)
-        if origin is None:
+        if origin is None or exc.located:  # a setting beside the spec (`api_key_env`): named already
             raise
         kind = SpecError if isinstance(exc, SpecError) else InputError
         raise kind(f"{exc} (from {origin})") from exc

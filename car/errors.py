@@ -53,9 +53,11 @@ def option_spec(keyword: str, spec: str, *, quoted: bool = False) -> str:
 
 
 class CarError(Exception):
-    """Root of car's exceptions. `exit_code` is what the command line exits with."""
+    """Root of car's exceptions. `exit_code` is what the command line exits with; `located`: the
+    message already says where the input it is about was set (a file, a variable, an option)."""
 
     exit_code = 2
+    located = False
 
 
 class InputError(CarError):

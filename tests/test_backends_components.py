@@ -255,6 +255,25 @@ def test_cli_reads_config_and_exits_2_on_unknown_key(
     assert err.count("\n") == 1 and "car.toml: unknown key 'smaples'" in err
 
 
+def test_an_unset_key_variable_from_the_config_is_named_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The policy's origin was added after the line that already named where `api_key_env` was set:
+    "... api_key_env = 'NOPE_KEY': ... not set or empty (from ... [tool.car], key policy)"."""
+    trace = Path(TRACE).resolve()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NOPE_KEY", raising=False)
+    (tmp_path / "car.toml").write_text('api_key_env = "NOPE_KEY"\npolicy = "openai:gpt-4o-mini"\n')
+    with pytest.raises(SystemExit) as info:
+        main(["blame", str(trace), "--no-store"])
+    assert info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith(
+        f"{tmp_path / 'car.toml'}: api_key_env = 'NOPE_KEY': "
+        "that environment variable is not set or empty"
+    )
+
+
 # -- plugins ------------------------------------------------------------------------------------------
 def test_plugins_lists_builtins_and_entry_points(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -111,7 +111,9 @@ def api_key(
     if key:
         return key
     if opts.api_key_env:
-        raise InputError(f"{_key_env_source(var)}: that environment variable is not set or empty")
+        error = InputError(f"{_key_env_source(var)}: that environment variable is not set or empty")
+        error.located = True
+        raise error
     if base_url.rstrip("/") == vendor_url.rstrip("/"):
         raise InputError(
             f"{vendor} needs an API key: set {default_var} in the environment "
