@@ -440,7 +440,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             continue
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             kept_in.append(path)
-            continue  # already streamed
+            if path is not None and resume is None:  # streamed as each trace finished: now whole
+                say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
+            continue
         if (
             not batch
             and fmt in (OutputFormat.table, OutputFormat.json, OutputFormat.html)

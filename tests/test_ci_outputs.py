@@ -487,6 +487,7 @@ def test_several_reports_at_once_and_stdout_only_the_report(
     assert (work / "out" / "car.md").read_text().startswith("## car blame")
     assert len((work / "out" / "car.jsonl").read_text().splitlines()) == 2
     assert "junit report written to out/car.xml" in err
+    assert "jsonl report written to out/car.jsonl" in err  # streamed, and said once whole
 
 
 def test_quiet_and_heartbeat(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
