@@ -89,7 +89,9 @@ def credit_text(r: Report) -> str:
     if r.locus is not None:
         extra = [s for s in shared if s != r.locus]
         base = f"step {r.locus} ({r.locus_actor})"
-        return base + (f"; shared with {', '.join(map(str, extra))}" if extra else "")
+        if not extra:
+            return base
+        return base + f"; shared with step{'s' if len(extra) > 1 else ''} {', '.join(map(str, extra))}"
     if shared:
         return "shared: steps " + ", ".join(map(str, shared))
     credited = _credited(r)
