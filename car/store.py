@@ -297,10 +297,11 @@ def _not_sqlite(path: Path) -> str | None:
     return "JSON text" if text.lstrip("\ufeff \t\r\n")[:1] in ("{", "[") else "text"
 
 
-def _open_read_only(path: Path) -> sqlite3.Connection:
+def _open_read_only(path: Path, where: str | None = None) -> sqlite3.Connection:
     """A connection that reads `path` and never writes. A WAL store on read-only media (a CI artifact
     mounted read-only) has no -shm file and SQLite cannot make one: it is then read as immutable,
-    unless its -wal file holds rows, which that would silently leave out."""
+    unless its -wal file holds rows, which that would silently leave out (said of `where`, the
+    path as the caller names it: `path` by default)."""
     db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30.0)
     try:
         db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
@@ -312,9 +313,9 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     wal = Path(f"{path}-wal")
     if wal.is_file() and wal.stat().st_size > 0:
         raise StoreError(
-            f"{path}: cannot read the rows in its write-ahead log {wal.name} here: SQLite needs to "
-            f"make {path.name}-shm beside it; copy {path.name} and {wal.name} to a writable directory "
-            "and read the copy"
+            f"{where or path}: cannot read the rows in its write-ahead log {wal.name} here: SQLite "
+            f"needs to make {path.name}-shm beside it; copy {path.name} and {wal.name} to a writable "
+            "directory and read the copy"
         )
     return sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
 
@@ -593,7 +594,7 @@ def merge_source(path: str | Path, into: str | Path) -> RolloutStore:
     looks = _not_sqlite(p)
     if looks is not None:
         raise StoreError(f"{where}: not a car store (it looks like {looks}); {hint}")
-    ours, damage = _read_meta(p)
+    ours, damage = _read_meta(p, where)
     if damage is not None:  # as every other command says of a damaged store, with the way out
         raise StoreError(f"{where}: not a usable car store ({damage}); {_way_out(p, (hint,))}")
     if not ours:
@@ -605,11 +606,12 @@ def _is_car_store(p: Path) -> bool:
     return _read_meta(p)[0]
 
 
-def _read_meta(p: Path) -> tuple[bool, str | None]:
-    """Whether `p` is a car store, read without writing; and SQLite's word for its damage, if the
-    file is damaged (a lock, a missing table or a file that cannot be opened is not damage)."""
+def _read_meta(p: Path, where: str | None = None) -> tuple[bool, str | None]:
+    """Whether `p` (named `where` in an error) is a car store, read without writing; and SQLite's
+    word for its damage, if the file is damaged (a lock, a missing table or a file that cannot be
+    opened is not damage)."""
     try:
-        db = _open_read_only(p)
+        db = _open_read_only(p, where)
         try:
             row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
         finally:

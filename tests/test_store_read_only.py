@@ -75,3 +75,21 @@ def test_rows_in_a_write_ahead_log_on_read_only_media_are_named_not_left_out(
         "needs to make s.sqlite-shm beside it; copy s.sqlite and s.sqlite-wal to a writable "
         "directory and read the copy"
     )
+
+
+def test_a_shard_with_rows_in_its_log_on_read_only_media_is_named_as_merged(
+    tmp_path: Path, artifact: Path, run_cli: Callable[..., Result]
+) -> None:
+    """`car merge` named such a shard without the "(merging into ...)" that its every other line has."""
+    with RolloutStore(tmp_path / "live.sqlite") as live:
+        live.put("ns", "k", "h", "run", {"value": 1.0})
+        shard = artifact / "s.sqlite"
+        shutil.copy(tmp_path / "live.sqlite", shard)
+        shutil.copy(tmp_path / "live.sqlite-wal", f"{shard}-wal")
+    _read_only(artifact, shard)
+    into = tmp_path / "all.sqlite"
+    r = run_cli("merge", into, shard)
+    assert r.code == 2 and not into.exists()
+    assert r.err.startswith(
+        f"car: error: {shard} (merging into {into}): cannot read the rows in its write-ahead log "
+    )
