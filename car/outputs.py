@@ -508,8 +508,9 @@ class _Record(BaseModel):
     status: Status
     error: str | None = None
     gates: list[str] = []
-    rollouts: _Rollouts = _Rollouts()
-    usage: dict[str, int] | None = {}
+    # A record without them (written by hand or by another tool) does not say: unknown, not zero.
+    rollouts: _Rollouts = _Rollouts(fresh=None, stored=None)
+    usage: dict[str, int] | None = None
     cost_usd: float | None = None
     report: Report | None = None
 

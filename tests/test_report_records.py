@@ -141,3 +141,15 @@ def test_a_report_whose_scorer_found_no_failure_rerenders_as_blame_gave_it(
         assert (again["status"], again["error"]) == (blamed["status"], blamed["error"])
         r = run_cli("report", source, "--exit-zero")  # never hides an input error
         assert r.code == 2
+
+
+def test_a_record_without_counts_reads_back_as_not_saying(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """A record written without `rollouts` and `usage` read back as 0 rollouts and no tokens used."""
+    line = json.dumps({"version": "car.record/v1", "trace": "a.json", "status": "input-error"})
+    (tmp_path / "r.jsonl").write_text(line + "\n")
+    r = run_cli("report", tmp_path / "r.jsonl", "--format", "jsonl")
+    assert r.code == 2
+    (back,) = [json.loads(x) for x in r.out.splitlines()]
+    assert back["rollouts"] == {"fresh": None, "stored": None} and back["usage"] is None
