@@ -901,9 +901,10 @@ def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
     recorded run did not fail (its report, which says so, is kept). An exception raised by
     `on_result` stops the batch: the traces still running are cancelled and awaited, then it
     propagates (the reports finished so far are in `store`, if one was given); catch it inside the
-    callback to go on instead. A store that stops taking writes mid-run (a full disk, a damaged file)
-    stores nothing more and the batch goes on; `store.unwritable` then says why. A trace that finds
-    the damage reading its stored rows is an input error; later traces run without the store.
+    callback to go on instead. A store that stops taking writes mid-run (a full disk) stores nothing
+    more and the batch goes on; `store.unwritable` then says why. A store found damaged, by a read or
+    a write, before the run or during it, is given up the same way and read no more: every trace
+    goes on without it (`store.damaged`).
 
     From a running event loop (a Jupyter notebook, an async function) use
     `await car.blame_many_async(...)`: this function then raises RuntimeError saying so.

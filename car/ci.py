@@ -417,11 +417,10 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if store is not None:
             store.close()
             if store.unwritable is not None:  # said even when interrupted: the rerun will pay for it
-                # A trace that found the damage reading its rows is an input error of its own.
-                complete = "" if store.damaged else " (the reports are complete)"
                 print(
                     f"car: error: {store.path}: {store.unwritable}; the rest of the run was not "
-                    f"stored, so a rerun computes it again{complete}; {store.ways_out()}",
+                    "stored, so a rerun computes it again (the reports are complete); "
+                    f"{store.ways_out()}",
                     file=sys.stderr,
                 )
 

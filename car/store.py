@@ -444,24 +444,33 @@ class RolloutStore:
         self.unwritable = reason
         return StoreError(f"{what or self.path}: {reason}; {self._way_out()}")
 
+    def _read(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """The rows a run asks for (a rollout, a trace's rows). Damage found here, made before the run
+        or during it, costs the run its store as on a write: nothing is wrong with the trace, so none
+        fails for it; this and every later read find nothing, and the run computes afresh."""
+        if self.damaged:
+            return []
+        try:
+            with self._intact():
+                return self._db.execute(sql, args).fetchall()
+        except StoreError:  # damage: `_intact` gave the store up
+            return []
+
     def ways_out(self) -> str:
         """What to do instead of using this store: the caller's ways; removing it too once damaged."""
         return self._way_out() if self.damaged else _either(self.ways)
 
     # -- rollouts ------------------------------------------------------------------------------
     def get(self, ns: str, key: str) -> dict[str, Any] | None:
-        if self.damaged:
-            return None
-        with self._intact():
-            row = self._db.execute(
-                "SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key)
-            ).fetchone()
-        if row is None:
+        """The stored rollout of a key; None when there is none, or the store is found damaged."""
+        rows = self._read("SELECT payload FROM rollouts WHERE ns=? AND key=?", (ns, key))
+        if not rows:
             return None
         try:
-            payload: dict[str, Any] = json.loads(zlib.decompress(row[0]))
+            payload: dict[str, Any] = json.loads(zlib.decompress(rows[0][0]))
         except (zlib.error, ValueError) as exc:
-            raise self._damage(f"a stored rollout is damaged ({exc})") from None
+            self._damage(f"a stored rollout is damaged ({exc})")  # given up, as for any damage
+            return None
         return payload
 
     def _write(self, sql: str, row: Sequence[Any]) -> int:
@@ -490,13 +499,7 @@ class RolloutStore:
     def rows_for(self, trace_hash: str) -> dict[tuple[str, str], dict[str, Any]]:
         """Every stored row of one trace (what a remote worker needs to resume it)."""
         out: dict[tuple[str, str], dict[str, Any]] = {}
-        if self.damaged:
-            return out
-        with self._intact():
-            keys = self._db.execute(
-                "SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)
-            ).fetchall()
-        for ns, key in keys:
+        for ns, key in self._read("SELECT ns, key FROM rollouts WHERE trace_hash=?", (trace_hash,)):
             payload = self.get(ns, key)
             if payload is not None:
                 out[ns, key] = payload
@@ -528,8 +531,8 @@ class RolloutStore:
         for trace_id, trace_path, trace_hash, report, created in rows:
             try:
                 body = json.loads(report)
-            except ValueError:
-                raise StoreError(f"{self.path}: a stored report is damaged; {self._way_out()}") from None
+            except ValueError as exc:  # `car report` must not show fewer reports than were stored
+                raise self._damage(f"a stored report is damaged ({exc})") from None
             out.append(StoredResult(trace_id, trace_path, trace_hash, body, created))
         return out
 

@@ -253,11 +253,10 @@ def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_store_found_damaged_fails_one_ray_trace_not_the_batch(
-    local_ray: None, tmp_path: Path
-) -> None:
+def test_a_store_found_damaged_costs_no_ray_trace(local_ray: None, tmp_path: Path) -> None:
     """Reading the first trace's stored rows found the damage, and the StoreError stopped the batch:
-    no trace ran. As under the local executor, that trace fails and the others run without it."""
+    no trace ran; then that trace failed. As under the local executor, the store is given up and
+    every trace runs without it."""
     from car.executors.ray import run_ray
     from tests.test_store_resume import _damaged_store
 
@@ -265,7 +264,7 @@ def test_a_store_found_damaged_fails_one_ray_trace_not_the_batch(
     opts = BatchOptions(samples=2, match_samples=0)
     planned = plan_batch([TRACES / "pivot.json", TRACES / "or.json"], opts)
     first, second = run_ray(options=opts, store=store, concurrency=2, planned=planned)
-    assert first.status == "input-error" and "the store is damaged" in (first.error or "")
-    assert second.status == "ok" and second.report is not None
+    assert [first.status, second.status] == ["ok", "ok"]
+    assert first.report is not None and second.report is not None
     assert store.damaged and store.unwritable is not None
     store.close()

@@ -230,17 +230,39 @@ def test_processes_creating_one_store_at_once_all_succeed(tmp_path: Path) -> Non
             assert list(pool.map(_open_new_store, [path] * 8)) == [""] * 8
 
 
-def test_damaged_payload_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_damaged_stored_rollout_gives_the_store_up_and_is_computed_again(tmp_path: Path) -> None:
+    """A payload that does not decompress raised StoreError out of the attribution: the trace was
+    an input error. It is given up as any damage found in the file is, and the rest is computed."""
     path = TRACES / "pivot.json"
     store_path = tmp_path / "s.sqlite"
     with RolloutStore(store_path) as store:
-        asyncio.run(blame_async(path, samples=2, match_samples=0, runner=Runner(store)))
+        fresh = asyncio.run(blame_async(path, samples=2, match_samples=0, runner=Runner(store)))
     db = sqlite3.connect(store_path)
     db.execute("UPDATE rollouts SET payload = x'00112233'")
     db.commit()
     db.close()
-    with RolloutStore(store_path) as store, pytest.raises(StoreError, match="damaged"):
-        asyncio.run(blame_async(path, samples=2, match_samples=0, runner=Runner(store)))
+    with RolloutStore(store_path) as store:
+        again = asyncio.run(blame_async(path, samples=2, match_samples=0, runner=Runner(store)))
+        assert store.damaged and (store.unwritable or "").startswith("a stored rollout is damaged (")
+    assert again.model_dump() == fresh.model_dump()
+
+
+def test_a_damaged_stored_report_is_one_line_offering_removal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`car report` of a store must not show fewer reports than it holds: the damage is an error."""
+    store_path = tmp_path / "s.sqlite"
+    argv = ["blame", str(TRACES / "pivot.json"), "--samples", "2", "--store", str(store_path), "-q"]
+    assert _run_main(argv) == 0
+    db = sqlite3.connect(store_path)
+    db.execute("UPDATE results SET report = '{\"cut'")
+    db.commit()
+    db.close()
+    capsys.readouterr()
+    assert _run_main(["report", str(store_path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"car: error: {store_path}: a stored report is damaged ("), line
+    assert line.endswith(f"; remove it (car cache clear --store {store_path} --force)"), line
 
 
 def test_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

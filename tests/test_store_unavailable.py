@@ -1,5 +1,6 @@
 """A store that cannot be made where it is asked for: the default one is skipped with a notice (a
-read-only checkout is common in CI), one named with --store is an error."""
+read-only checkout is common in CI), one named with --store is an error. A store that fills up or
+is found damaged, before the run or during it, costs the run its store, never a report."""
 
 from __future__ import annotations
 
@@ -145,13 +146,22 @@ def _truncate(path: Path) -> None:
         fh.truncate(8192)
 
 
+_DAMAGED_LINE = (
+    "car: error: t.sqlite: the store is damaged (database disk image is malformed); the rest of the "
+    "run was not stored, so a rerun computes it again (the reports are complete); use another file "
+    "(--store PATH), run without a store (--no-store), or remove it (car cache clear --store "
+    "t.sqlite --force)"
+)
+
+
 @pytest.mark.parametrize("found_on", ["write", "read"])
 def test_a_store_damaged_mid_run_costs_the_store_not_the_other_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result], found_on: str
 ) -> None:
     """Damage found on a write (storing the next finished report) stopped the batch with one "the
     store is damaged" line: no report written, the finished traces' reports lost. Found reading the
-    next trace's rows, it fails that trace; every later trace failed the same way."""
+    next trace's rows, it failed that trace, and then every later trace the same way; later only
+    that trace (an input error, though nothing was wrong with it)."""
     monkeypatch.chdir(tmp_path)
     paths = [TRACES / "pivot.json", TRACES / "or.json", TRACES / "and.json"]
     args = ["blame", *paths, *FAST, "--format", "json", "-o", "t.json", "--no-progress"]
@@ -175,15 +185,67 @@ def test_a_store_damaged_mid_run_costs_the_store_not_the_other_reports(
     r = run_cli(*args, "--store", "t.sqlite")
     assert r.code == 2
     records = json.loads((tmp_path / "t.json").read_text())["records"]
-    reason = "the store is damaged (database disk image is malformed)"
-    if found_on == "read":  # the trace that found it fails; the next runs without the store
-        failed = records.pop(1)
-        assert failed["status"] == "input-error" and failed["error"].startswith(f"t.sqlite: {reason}")
-        del whole[1]
     assert [dict(x, rollouts=None) for x in records] == [dict(x, rollouts=None) for x in whole]
     (line,) = [x for x in r.err.splitlines() if x.startswith("car: error:")]
-    assert line == (
-        f"car: error: t.sqlite: {reason}; the rest of the run was not stored, so a rerun computes "
-        "it again; use another file (--store PATH), run without a store (--no-store), or remove it "
-        "(car cache clear --store t.sqlite --force)"
-    )
+    assert line == _DAMAGED_LINE
+
+
+# -- a store damaged before the run ----------------------------------------------------------------
+def _damage_rows(path: Path) -> None:
+    """Overwrite the header of every page after car's meta table and its index: the store opens (its
+    schema and version are intact) and the damage shows at the first read of a rollout."""
+    assert not Path(f"{path}-wal").exists()  # closed: every row is in the file itself
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")  # the page size, from the SQLite header
+    for offset in range(3 * size, len(data), size):
+        data[offset : offset + 8] = b"\x5a" * 8
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("traces", "method"),
+    [(["pivot.json", "and.json"], "auto"), (["and.json"], "auto"), (["and.json"], "shapley")],
+)
+def test_a_store_damaged_before_the_run_costs_the_store_not_a_trace(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., Result],
+    traces: list[str],
+    method: str,
+) -> None:
+    """The first trace whose read found the damage was an input error ("the store is damaged"),
+    though nothing is wrong with the trace; one trace alone then had no report at all. It now runs
+    without the store, as after damage found mid-run."""
+    monkeypatch.chdir(tmp_path)
+    paths = [TRACES / t for t in traces]
+    args = ["blame", *paths, *FAST, "--method", method, "--budget", "64", "--format", "json"]
+    args += ["-o", "t.json", "--no-progress", "--store", "t.sqlite"]
+    first = run_cli(*args)
+    assert first.code == 0, first.err
+    whole = json.loads((tmp_path / "t.json").read_text())
+    (tmp_path / "t.json").unlink()
+    _damage_rows(tmp_path / "t.sqlite")
+    r = run_cli(*args)
+    assert r.code == 2 and (tmp_path / "t.json").exists(), r.err
+    again = json.loads((tmp_path / "t.json").read_text())
+    if len(traces) > 1:  # a batch's records, each attributed afresh
+        assert [x["status"] for x in again["records"]] == ["ok"] * len(traces)
+        whole, again = ([dict(x, rollouts=None) for x in d["records"]] for d in (whole, again))
+    assert again == whole
+    (line,) = [x for x in r.err.splitlines() if x.startswith("car: error:")]
+    assert line == _DAMAGED_LINE and "Traceback" not in r.err
+
+
+def test_blame_many_runs_every_trace_without_a_store_found_damaged(tmp_path: Path) -> None:
+    """From Python the store says what happened; no trace is failed for it."""
+    paths = [TRACES / "pivot.json", TRACES / "or.json"]
+    opts = car.batch.BatchOptions(samples=4, match_samples=0)
+    with RolloutStore(tmp_path / "t.sqlite") as store:
+        car.batch.blame_many(paths, options=opts, store=store)
+    _damage_rows(tmp_path / "t.sqlite")
+    with RolloutStore(tmp_path / "t.sqlite") as store:
+        results = car.batch.blame_many(paths, options=opts, store=store, traces_at_once=1)
+        assert store.damaged and store.unwritable is not None
+        assert store.unwritable.startswith("the store is damaged")
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert [r.stored_rollouts for r in results] == [0, 0]

@@ -36,14 +36,13 @@ from car.batch import (
     BatchProgress,
     BudgetGuard,
     TraceResult,
-    _failed,
     _Planned,
     attribute_one,
     deliver,
 )
 from car.errors import InputError
 from car.runner import Runner
-from car.store import MemoryStore, RolloutCache, RolloutStore, StoreError
+from car.store import MemoryStore, RolloutCache, RolloutStore
 
 __all__ = ["run_ray"]
 
@@ -199,13 +198,8 @@ def run_ray(
                 if verdict is None:
                     need = item.estimate.rollouts if item.estimate is not None else 0
                     hash_ = item.trace.content_hash()
-                    try:
-                        rows = store.rows_for(hash_) if isinstance(store, RolloutStore) else {}
-                    except StoreError as exc:  # found damaged: this trace fails, the others run
-                        failed = _failed(item.path, item.trace, exc)
-                        ray.get(guard.settle.remote(i, failed))
-                        finish(i, failed)
-                        continue
+                    # A store found damaged here is given up and hands this trace no rows.
+                    rows = store.rows_for(hash_) if isinstance(store, RolloutStore) else {}
                     if progress is not None:
                         progress.trace_started(item.path, need)
                     mine = (item.path, item.trace, options, rows)
