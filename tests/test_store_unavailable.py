@@ -249,3 +249,25 @@ def test_blame_many_runs_every_trace_without_a_store_found_damaged(tmp_path: Pat
         assert store.unwritable.startswith("the store is damaged")
     assert [r.status for r in results] == ["ok", "ok"]
     assert [r.stored_rollouts for r in results] == [0, 0]
+
+
+def test_commands_that_read_the_whole_store_say_its_damage_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """Reading every row (`car cache info`, `car report`, `car merge` into it or from it) cannot go
+    on without the store, as a run can: each is one line naming it, with removal as a way out."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("t.sqlite", "other.sqlite"):
+        assert run_cli("blame", TRACES / "pivot.json", *FAST, "--store", name, "-q").code == 0
+    _damage_rows(tmp_path / "t.sqlite")
+    for argv in (
+        ["cache", "info", "--store", "t.sqlite"],
+        ["report", "t.sqlite"],
+        ["merge", "t.sqlite", "other.sqlite"],
+        ["merge", "other.sqlite", "t.sqlite"],
+    ):
+        r = run_cli(*argv)
+        assert r.code == 2 and "Traceback" not in r.err, (argv, r.err)
+        (line,) = r.err.splitlines()
+        assert "t.sqlite" in line and "the store is damaged" in line, (argv, line)
+        assert "car cache clear --store t.sqlite" in line, (argv, line)
