@@ -716,6 +716,8 @@ def _event_messages(span: Span, b: Builder, unimported: Unimported, ids: Ids) ->
     alternatives = _other_choices(span, events, b)
     for k, (name, attrs, at) in enumerate(events):
         # `at / key` is where the attribute `key` holds its value (`attributes[1].value.boolValue`)
+        if _event_tools(name, attrs, at) is not None:
+            continue  # the request's tool definitions (`tool_definitions`), no turn
         if name == "gen_ai.content.prompt":
             key = "gen_ai.prompt"
             got = _messages(attrs.get(key), at / key, key, b, unimported, ids.inputs)
@@ -751,6 +753,20 @@ def _event_body(attrs: dict[str, Any], at: At) -> tuple[dict[str, Any], At]:
         return body, at / key
     # The event's fields are its attributes, each named where it sits
     return {k: json_value(v) for k, v in attrs.items()}, at
+
+
+def _event_tools(name: str, attrs: dict[str, Any], at: At) -> list[dict[str, Any]] | None:
+    """The tool definitions an event holds, or None when it holds none. OpenLLMetry's Anthropic
+    instrumentation writes a request's tools in its event mode as one more user message, after the
+    conversation, whose content is `{"tools": [...]}`: that is no turn of the conversation (a
+    message's content is text or a list of parts, never such an object)."""
+    if name != "gen_ai.user.message":
+        return None
+    content = json_value(_event_body(attrs, at)[0].get("content"))
+    if not isinstance(content, dict) or set(content) != {"tools"}:
+        return None
+    tools = json_value(content["tools"])
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else None
 
 
 def _other_choices(span: Span, events: list[tuple[str, dict[str, Any], At]], b: Builder) -> set[int]:
@@ -875,7 +891,11 @@ def span_messages(s: Span, b: Builder, unimported: Unimported, step: int) -> Spa
     return SpanContent(inputs, said, recorded_in or bool(inputs), recorded_out or bool(outputs))
 
 
-def tool_definitions(a: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_definitions(span: Span) -> list[dict[str, Any]]:
+    """The tool definitions of a model call: `gen_ai.tool.definitions`, OpenInference's
+    `llm.tools.N.tool.json_schema`, OpenLLMetry's `llm.request.functions.N.*`, or the tools
+    OpenLLMetry's Anthropic instrumentation writes as an event (`_event_tools`)."""
+    a = span.attrs
     defs = json_value(a.get("gen_ai.tool.definitions"))
     if isinstance(defs, list):
         return [d for d in defs if isinstance(d, dict)]
@@ -892,7 +912,10 @@ def tool_definitions(a: dict[str, Any]) -> list[dict[str, Any]]:
         fn = {k: json_value(fields[k]) for k in ("name", "description", "parameters") if k in fields}
         if fn:
             out.append(fn)
-    return out
+    if out:
+        return out
+    events = [*span.events, *_attribute_events(span)]
+    return next((t for e in events if (t := _event_tools(*e)) is not None), [])
 
 
 def sampling_values(a: dict[str, Any]) -> dict[str, Any]:

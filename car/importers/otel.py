@@ -159,7 +159,7 @@ class OtlpJson:
             if system:
                 told = Msg("system", system, at=s.place("gen_ai.system_instructions"))
                 inputs = [told, *[m for m in inputs if m.role != "system"]]
-            tools = tool_definitions(s.attrs)
+            tools = tool_definitions(s)
             b.actor(
                 actor,
                 "agent",

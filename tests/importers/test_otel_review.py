@@ -1229,3 +1229,44 @@ def test_a_tool_call_s_function_that_is_not_an_object_is_refused_there(
         f"car: error: {f}: {_SPAN0}.attributes[2].value.stringValue[1].tool_calls[0].function: "
         'expected {name, arguments}, got the string "search"\n'
     )
+
+
+# -- OpenLLMetry's Anthropic and Bedrock instrumentations -------------------------------------------
+
+
+def _anthropic_events(tmp_path: Path, *records: tuple[str, dict[str, Any]]) -> Path:
+    """A call whose content OpenLLMetry's Anthropic instrumentation wrote as log events (`records`,
+    each an event name and its body), beside the span."""
+    span = _chat(1, None, None)
+    logs = [_log(span, 2 + k, name, body, system="anthropic") for k, (name, body) in enumerate(records)]
+    f = tmp_path / "otel-anthropic.jsonl"
+    f.write_text(f"{json.dumps(_otlp(span))}\n{json.dumps(_logs(*logs))}\n")
+    return f
+
+
+def test_anthropic_tools_written_as_a_user_message_event_are_the_tool_definitions(
+    tmp_path: Path,
+) -> None:
+    # Its event mode writes the request's tools as one more gen_ai.user.message, after the
+    # conversation, whose content is {"tools": [...]}: that was read as the last user turn (its
+    # JSON text), and the call had no tool definitions.
+    weather = {
+        "name": "w",
+        "description": "The weather in a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    f = _anthropic_events(
+        tmp_path,
+        ("gen_ai.system.message", {"content": "Be brief."}),
+        ("gen_ai.user.message", {"content": "weather in Oslo?"}),
+        ("gen_ai.user.message", {"content": {"tools": [weather]}}),
+        ("gen_ai.choice", {"index": "0", "message": {"content": "Snow."}}),
+    )
+    (t,) = import_file(f)
+    assert [(m.role, m.content) for m in t.steps[0].context or ()] == [
+        ("system", "Be brief."),
+        ("user", "weather in Oslo?"),
+    ]
+    assert t.actor("assistant").tools == (weather,)
+    assert t.steps[0].action.text == "Snow."
+    assert _codes(t) == set()
