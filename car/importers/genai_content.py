@@ -7,7 +7,8 @@ pydantic-ai's instrumentation version 1 writes them into one attribute, `events`
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (OpenLLMetry; a content it wrote as
 the JSON text of a list of parts or Anthropic blocks is read as those parts, a `tool_result` block
 as the tool message it is, as is a list of Anthropic blocks its event mode writes as an event's
-`content`). OpenInference:
+`content`, and a streamed block it writes as a choice's `{type, content}`; the tools its event mode
+writes as a user message are the call's tool definitions, no turn). OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`, and
 content parts `message.contents.M.*` (a `tool_use` part is a tool call, once, though emitters repeat
 it in `message.tool_calls`). A message's `reasoning` parts (an OpenInference `message.contents.M`
@@ -291,6 +292,8 @@ def _message(
     own = len(m.get("tool_calls") or ()) or int(m.get("function_call") is not None)
     msg.calls += _calls_beside(beside, msg.calls, own, b, ids)
     results: list[Msg] = []
+    if isinstance(content, dict) and isinstance(content.get("type"), str):
+        content = _streamed_block(content, at / "content", msg, unimported)
     if _typed(content) and {p["type"] for p in content} & _ANTHROPIC_BLOCKS:
         # Anthropic blocks, as OpenLLMetry's event mode writes an input message's content: read as
         # the flattened style reads them, a tool_use block a call, a tool_result block a result
@@ -316,6 +319,21 @@ def _message(
     # A user turn that only carries tool results (Anthropic's shape) is those results alone.
     said = msg.text or msg.calls or msg.reasoning or not results
     return [*results, *([msg] if said else [])]
+
+
+def _streamed_block(block: dict[str, Any], at: At, msg: Msg, unimported: Unimported) -> str:
+    """The text of a content block (at `at`) that OpenLLMetry's Anthropic instrumentation writes as
+    a streamed response's choice content, `{type, content}`: a text block's text; a thinking block
+    is the reasoning of `msg` (as a thinking block of a later input is read); a block of any other
+    type (its older versions wrote a tool_use block so, without the call) is named, not text."""
+    kind = block["type"]
+    if kind in _PART_TEXT:
+        return as_text(block.get("content"))
+    if kind == "thinking":
+        msg.reasoning.append((at, {"type": "reasoning", "content": as_text(block.get("content"))}))
+    else:
+        unimported.part(kind, at)
+    return ""
 
 
 def _listed_calls(

@@ -1270,3 +1270,45 @@ def test_anthropic_tools_written_as_a_user_message_event_are_the_tool_definition
     assert t.actor("assistant").tools == (weather,)
     assert t.steps[0].action.text == "Snow."
     assert _codes(t) == set()
+
+
+def test_anthropic_streamed_blocks_are_one_turn_its_text_reasoning_and_calls(tmp_path: Path) -> None:
+    # Its event mode writes a streamed response a choice per content block, a text or thinking
+    # block's content as {type, content}: that object's JSON text was the action's text, the
+    # thinking in it too.
+    call = {"id": "toolu_1", "function": {"name": "w", "arguments": {"city": "Oslo"}}}
+    f = _anthropic_events(
+        tmp_path,
+        ("gen_ai.user.message", {"content": "weather in Oslo?"}),
+        (
+            "gen_ai.choice",
+            {"index": "0", "message": {"content": {"type": "thinking", "content": "Hm."}}},
+        ),
+        ("gen_ai.choice", {"index": "1", "message": {"content": {"type": "text", "content": "Look."}}}),
+        ("gen_ai.choice", {"index": "2", "message": {"content": None}, "tool_calls": [call]}),
+    )
+    (t,) = import_file(f)
+    action = t.steps[0].action
+    assert action.text == "Look."
+    assert [(c.id, c.signature()) for c in action.tool_calls] == [("toolu_1", 'w({"city":"Oslo"})')]
+    assert action.reasoning == ({"type": "reasoning", "content": "Hm."},)
+    assert t.steps[0].metadata["thinking"] == "Hm."
+    assert _codes(t) == {"thinking-not-replayed"}
+
+
+def test_an_anthropic_streamed_block_of_another_type_is_named(tmp_path: Path) -> None:
+    # Its older event mode wrote a streamed tool_use block as {type: "tool_use", content: ""},
+    # without the call: the call is not in the file, and the block is named, not made text.
+    f = _anthropic_events(
+        tmp_path,
+        ("gen_ai.user.message", {"content": "weather in Oslo?"}),
+        ("gen_ai.choice", {"index": "0", "message": {"content": {"type": "text", "content": "Look."}}}),
+        ("gen_ai.choice", {"index": "1", "message": {"content": {"type": "tool_use", "content": ""}}}),
+    )
+    (t,) = import_file(f)
+    assert t.steps[0].action.text == "Look."
+    assert _warning(t, "items-skipped") == (
+        "message parts car does not import were left out: 'tool_use' (first at line 2: "
+        "$.resourceLogs[0].scopeLogs[0].logRecords[2].body.kvlistValue.values[1].value.kvlistValue"
+        ".values[0].value.kvlistValue)"
+    )
