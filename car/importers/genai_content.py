@@ -925,15 +925,19 @@ def tool_definitions(span: Span) -> list[dict[str, Any]]:
             out.append(fn if isinstance(fn, dict) else schema)
     if out:
         return out
-    # OpenLLMetry flattens each function: llm.request.functions.N.name|description|parameters
+    # OpenLLMetry flattens each function: llm.request.functions.N.name|description|parameters, its
+    # Anthropic instrumentation the schema as input_schema (kept as named: backends read either)
     for _, fields in _indexed(a, "llm.request.functions").items():
-        fn = {k: json_value(fields[k]) for k in ("name", "description", "parameters") if k in fields}
+        fn = {k: json_value(fields[k]) for k in _FUNCTION_KEYS if k in fields}
         if fn:
             out.append(fn)
     if out:
         return out
     events = [*span.events, *_attribute_events(span)]
     return next((t for e in events if (t := _event_tools(*e)) is not None), [])
+
+
+_FUNCTION_KEYS = ("name", "description", "parameters", "input_schema")
 
 
 def sampling_values(a: dict[str, Any]) -> dict[str, Any]:

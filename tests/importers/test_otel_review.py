@@ -1312,3 +1312,23 @@ def test_an_anthropic_streamed_block_of_another_type_is_named(tmp_path: Path) ->
         "$.resourceLogs[0].scopeLogs[0].logRecords[2].body.kvlistValue.values[1].value.kvlistValue"
         ".values[0].value.kvlistValue)"
     )
+
+
+def test_anthropic_functions_keep_their_input_schema(tmp_path: Path) -> None:
+    # Its Anthropic instrumentation flattens a tool as llm.request.functions.N.name|description|
+    # input_schema (the OpenAI one writes parameters): the schema was dropped, so a replay would
+    # offer a tool that takes no arguments.
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    span = _anthropic_call(1, {"0.role": "user", "0.content": "q"}, {"0.content": "a"})
+    span["attributes"] += [
+        {"key": k, "value": {"stringValue": v}}
+        for k, v in {
+            "llm.request.functions.0.name": "w",
+            "llm.request.functions.0.description": "The weather in a city",
+            "llm.request.functions.0.input_schema": json.dumps(schema),
+        }.items()
+    ]
+    (t,) = import_file(_write(tmp_path, _otlp(span)))
+    assert t.actor("assistant").tools == (
+        {"name": "w", "description": "The weather in a city", "input_schema": schema},
+    )
