@@ -1332,3 +1332,48 @@ def test_anthropic_functions_keep_their_input_schema(tmp_path: Path) -> None:
     assert t.actor("assistant").tools == (
         {"name": "w", "description": "The weather in a city", "input_schema": schema},
     )
+
+
+def test_bedrock_claude_responses_are_one_turn(tmp_path: Path) -> None:
+    # OpenLLMetry's Bedrock instrumentation writes a Converse response's text blocks each as a
+    # completion of its own index (the role on the first only; a toolUse block writes none): they
+    # are one turn, not alternatives. Its event mode writes an InvokeModel response as one choice
+    # whose content is the list of Anthropic blocks.
+    converse = _span(
+        1,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.system": "AWS",
+            "gen_ai.request.model": "claude-3-7-sonnet-20250219-v1",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "weather in Oslo?",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Look.",
+            "gen_ai.completion.2.content": "Then see.",
+        },
+        name="bedrock.converse",
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(converse)))
+    assert t.steps[0].action.text == "Look.\nThen see."
+    assert "choices-skipped" not in _codes(t)
+
+    span = _chat(1, None, None)
+    use = {"type": "tool_use", "id": "toolu_1", "name": "w", "input": {"city": "Oslo"}}
+    blocks = [{"type": "text", "text": "Look."}, use]
+    records = [
+        _log(span, 2, "gen_ai.user.message", {"content": "weather in Oslo?"}, system="aws.bedrock"),
+        _log(
+            span,
+            3,
+            "gen_ai.choice",
+            {"index": "0", "message": {"content": blocks}},
+            system="aws.bedrock",
+        ),
+    ]
+    f = tmp_path / "otel-bedrock.jsonl"
+    f.write_text(f"{json.dumps(_otlp(span))}\n{json.dumps(_logs(*records))}\n")
+    (t,) = import_file(f)
+    action = t.steps[0].action
+    assert action.text == "Look."
+    assert [(c.id, c.signature()) for c in action.tool_calls] == [("toolu_1", 'w({"city":"Oslo"})')]
+    assert _codes(t) == set()
