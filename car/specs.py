@@ -140,6 +140,13 @@ def runs_here(kind: str, spec: str) -> bool:
 
 def _suggest(kind: str, spec: str) -> str:
     names = list(_builtin_names(kind)) + [ep.name for ep in entry_points(group=_GROUPS[kind])]
+    scheme, colon, rest = spec.partition(":")
+    schemes = [n for n in names if n.endswith(":")]
+    if colon and rest and scheme + colon not in schemes:
+        # A misspelt scheme keeps its argument: 'opnai:gpt-4o' is 'openai:gpt-4o', not 'openai:'.
+        close = difflib.get_close_matches(scheme + colon, schemes, n=1, cutoff=0.6)
+        if close:
+            return f"; did you mean {close[0] + rest!r}?"
     # Never suggest what the user typed (`tool-called:` is a known name, but incomplete).
     close = difflib.get_close_matches(spec, [n for n in names if n != spec], n=1, cutoff=0.6)
     if close:

@@ -192,9 +192,9 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
     ("option", "value", "expected"),
     [
         ("--policy", "sim:suport-refund", "did you mean 'sim:support-refund'"),
-        ("--policy", "opnai:gpt-4o", "unknown policy 'opnai:gpt-4o'"),
+        ("--policy", "opnai:gpt-4o", "unknown policy 'opnai:gpt-4o'; did you mean 'openai:gpt-4o'?"),
+        ("--scorer", "tool-caled:issue_refund", "did you mean 'tool-called:issue_refund'?"),
         ("--env", "recordd", "did you mean 'recorded'"),
-        ("--scorer", "tool-caled:issue_refund", "did you mean"),
         ("--scorer", "regex:(", "invalid pattern"),
         ("--scorer", f"{ROOT}/scorers/refund.py@refund_outside", "did you mean 'refund_outside_window'"),
         ("--scorer", "scorers/nope.py@x", "no such file"),
