@@ -6,8 +6,10 @@ Exit codes: 0 done; 1 a gate the user asked for tripped; 2 usage or input error;
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -893,6 +895,16 @@ def main(argv: list[str] | None = None) -> None:
         COMMAND_LINE.reset(token)  # in-process callers (tests) go on in Python
 
 
+def _choice_hint(message: str) -> str:
+    """ " Did you mean 'shapley'?" after an option's value that is not one of its choices but close
+    to one (`--method shapely`), read from the parser's own words; nothing otherwise."""
+    said = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)", message)
+    if said is None:
+        return ""
+    close = difflib.get_close_matches(said[1], re.findall(r"'([^']*)'", said[2]), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
 def _run(args: list[str]) -> None:
     """Run the command; every outcome but success becomes SystemExit with car's exit code."""
     try:
@@ -914,7 +926,7 @@ def _run(args: list[str]) -> None:
         name = getattr(ctx, "info_name", None)
         hint = f" (see 'car {name} --help')" if name and name != "car" else " (see 'car --help')"
         message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
-        _fail(CarError(f"{message}{hint}"), 2)
+        _fail(CarError(f"{message}{_choice_hint(message)}{hint}"), 2)
     except _ClickException as exc:
         _fail(CarError(exc.format_message()), 2)  # type: ignore[attr-defined]
     except CarError as exc:

@@ -211,6 +211,8 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
         ("--samples", "many", "Invalid value"),
         ("--format", "xml", "Invalid value"),
         ("--method", "nosuch", "Invalid value for '--method': 'nosuch' is not one of"),
+        ("--method", "shapely", "'auto'. Did you mean 'shapley'? (see 'car blame --help')"),
+        ("--format", "jsnl", "Did you mean 'jsonl'?"),
         ("--fail-on-blame", "nobody", "--fail-on-blame 'nobody': no trace in this run has an actor"),
         ("--price", "input_tokens=-1", "a price is a finite amount of 0 or more"),
         ("--address", "ray://head:10001", "--address 'ray://head:10001' names a Ray cluster, but"),
