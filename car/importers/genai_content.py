@@ -5,10 +5,11 @@ OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` / `gen_a
 (`gen_ai.user.message`, `gen_ai.choice`, ..., `gen_ai.content.prompt` / `gen_ai.content.completion`;
 pydantic-ai's instrumentation version 1 writes them into one attribute, `events`, as JSON);
 the flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (OpenLLMetry; a content it wrote as
-the JSON text of a list of parts or Anthropic blocks is read as those parts, a `tool_result` block
-as the tool message it is, as is a list of Anthropic blocks its event mode writes as an event's
-`content`, and a streamed block it writes as a choice's `{type, content}`; the tools its event mode
-writes as a user message are the call's tool definitions, no turn). OpenInference:
+the JSON text of a list of parts, Anthropic blocks or Bedrock Converse blocks (which have no type:
+`{"text"}`, `{"toolUse"}`, `{"toolResult"}`, `{"reasoningContent"}`, ...) is read as those parts, a
+`tool_result` block as the tool message it is, as is a list of such blocks its event mode writes as
+an event's `content`, and a streamed block it writes as a choice's `{type, content}`; the tools its
+event mode writes as a user message are the call's tool definitions, no turn). OpenInference:
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.tool_calls.M.tool_call.*`, and
 content parts `message.contents.M.*` (a `tool_use` part is a tool call, once, though emitters repeat
 it in `message.tool_calls`). A message's `reasoning` parts (an OpenInference `message.contents.M`
@@ -134,6 +135,7 @@ _ATTACHMENTS = (
     "binary",
     "image_url",
     "input_audio",
+    "video",  # a Converse video block
 )
 # Where a tool_call_response part holds the result: the current conventions say `response`; the
 # older ones and pydantic-ai say `result`.
@@ -294,9 +296,9 @@ def _message(
     results: list[Msg] = []
     if isinstance(content, dict) and isinstance(content.get("type"), str):
         content = _streamed_block(content, at / "content", msg, unimported)
-    if _typed(content) and {p["type"] for p in content} & _ANTHROPIC_BLOCKS:
-        # Anthropic blocks, as OpenLLMetry's event mode writes an input message's content: read as
-        # the flattened style reads them, a tool_use block a call, a tool_result block a result
+    if _converse(content) or (_typed(content) and {p["type"] for p in content} & _ANTHROPIC_BLOCKS):
+        # Anthropic or Converse blocks, as OpenLLMetry's event mode writes a message's content: read
+        # as the flattened style reads them, a tool_use block a call, a tool_result block a result
         results = _flat_parts(content, at / "content", msg, ids, b, unimported)
         content = msg.text  # the text blocks' text
     elif isinstance(content, list):
@@ -583,9 +585,12 @@ def _json_parts(value: Any, role: str) -> list[dict[str, Any]] | None:
         parts = json.loads(value, parse_float=parse_float)
     except (ValueError, RecursionError):
         return None
-    if not _typed(parts):
+    if _typed(parts):
+        types = {p["type"] for p in parts}
+    elif _converse(parts):
+        types = {_CONVERSE.get(k, k) for p in parts for k in p}
+    else:
         return None
-    types = {p["type"] for p in parts}
     if role == "tool":
         return parts if types <= set(_PART_TEXT) else None
     return parts if types & _KNOWN_PARTS else None
@@ -598,6 +603,63 @@ def _typed(value: Any) -> TypeGuard[list[dict[str, Any]]]:
         and bool(value)
         and all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in value)
     )
+
+
+def _converse(value: Any) -> TypeGuard[list[dict[str, Any]]]:
+    """Whether `value` is a list of Bedrock Converse content blocks: objects without a type, each
+    named by its one key, one of them a block car reads (`_CONVERSE`)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(p, dict) and len(p) == 1 and "type" not in p for p in value)
+        and any(k in _CONVERSE for p in value for k in p)
+    )
+
+
+# Bedrock's Converse API names a content block by its one key, and the Anthropic block each one
+# matches: they are read as those blocks (`_as_anthropic`). `json` is a toolResult's content.
+_CONVERSE = {
+    "text": "text",
+    "json": "text",
+    "toolUse": "tool_use",
+    "toolResult": "tool_result",
+    "reasoningContent": "thinking",
+    "image": "image",
+    "document": "document",
+    "video": "video",
+}
+
+
+def _as_anthropic(block: dict[str, Any], at: At) -> tuple[dict[str, Any], At]:
+    """A content block at `at` as an Anthropic block (or an OpenAI-style part), and where its fields
+    sit. A block with a type is itself; a Converse block is the Anthropic block it matches, its ids
+    read where they sit (`opt_id`); a Converse block car does not read is named by its key."""
+    if "type" in block or len(block) != 1:
+        return block, at
+    ((key, value),) = block.items()
+    inner = value if isinstance(value, dict) else {}
+    here = at / key
+    if key in ("text", "json"):
+        return {"type": "text", "text": as_text(value)}, at
+    if key == "toolUse":
+        call_id = opt_id(inner.get("toolUseId"), here / "toolUseId")
+        return {"type": "tool_use", "id": call_id, **_only(inner, "name", "input")}, here
+    if key == "toolResult":
+        what = "the id of the tool call this block answers"
+        answers = opt_id(inner.get("toolUseId"), here / "toolUseId", what)
+        error = inner.get("status") == "error"
+        result = {"type": "tool_result", "tool_use_id": answers, "is_error": error}
+        return result | _only(inner, "content"), here
+    if key == "reasoningContent":
+        said = inner.get("reasoningText")
+        if isinstance(said, dict):
+            return {"type": "thinking", "thinking": said.get("text")}, here
+        return {"type": "redacted_thinking", **inner}, here  # its redactedContent, kept as is
+    return {"type": _CONVERSE.get(key, key)}, at
+
+
+def _only(fields: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: fields[k] for k in keys if k in fields}
 
 
 _PART_TEXT = ("text", "input_text", "output_text")
@@ -617,13 +679,14 @@ def _flat_parts(
     """Read the content parts of a message (the JSON text at `at`) into `msg`: text parts are its
     text, tool_use blocks its calls (once: OpenLLMetry lists them in `tool_calls` too; one without
     an id is `{ids}_{j}`), thinking blocks its reasoning; images and documents are warned about,
-    other parts named. Returns the tool_result blocks as tool messages (they answer earlier
-    calls)."""
+    other parts named. A Bedrock Converse block (no type, named by its one key) is read as the
+    Anthropic block it matches (`_as_anthropic`). Returns the tool_result blocks as tool messages
+    (they answer earlier calls)."""
     texts: list[str] = []
     results: list[Msg] = []
     part_calls: list[tuple[bool, ToolCall]] = []
-    for j, p in enumerate(parts):
-        here = at / j
+    for j, block in enumerate(parts):
+        p, here = _as_anthropic(block, at / j)
         kind = p["type"]
         if kind in _PART_TEXT:
             texts.append(as_text(p.get("text")))
@@ -662,20 +725,23 @@ def _flat_parts(
 
 
 def _block_text(content: Any, at: At, b: Builder, unimported: Unimported) -> str:
-    """A tool_result block's content as text: a string, or its text blocks joined."""
+    """A tool_result block's content as text: a string, or its text blocks joined (a Converse
+    toolResult's json block is its JSON text)."""
     if not isinstance(content, list):
         return as_text(content)
     texts: list[str] = []
-    for j, p in enumerate(content):
-        kind = p.get("type") if isinstance(p, dict) else None
-        if isinstance(p, dict) and kind == "text":
+    for j, block in enumerate(content):
+        if not isinstance(block, dict):
+            unimported.not_an_object(at / j)
+            continue
+        p, here = _as_anthropic(block, at / j)
+        kind = p.get("type")
+        if kind == "text":
             texts.append(as_text(p.get("text")))
         elif kind in _ATTACHMENTS or kind == "document":
-            b.attachments("images or files in messages", at / j)
-        elif isinstance(p, dict):
-            unimported.part(kind, at / j)
+            b.attachments("images or files in messages", here)
         else:
-            unimported.not_an_object(at / j)
+            unimported.part(kind, here)
     return "\n".join(texts)
 
 

@@ -1377,3 +1377,132 @@ def test_bedrock_claude_responses_are_one_turn(tmp_path: Path) -> None:
     assert action.text == "Look."
     assert [(c.id, c.signature()) for c in action.tool_calls] == [("toolu_1", 'w({"city":"Oslo"})')]
     assert _codes(t) == set()
+
+
+# Bedrock's Converse API writes content blocks without a type, each named by its one key.
+_USE = {"toolUse": {"toolUseId": "tooluse_1", "name": "w", "input": {"city": "Oslo"}}}
+_THOUGHT = {"reasoningContent": {"reasoningText": {"text": "Hm.", "signature": "sig"}}}
+
+
+def _converse_call(sid: int, prompts: list[tuple[str, Any]], completion: str) -> dict[str, Any]:
+    """A Converse call as OpenLLMetry's Bedrock instrumentation writes it in attribute mode: the
+    system prompt's text, then each message's role and the JSON text of its content blocks; of the
+    response, the role and each text block's text (a toolUse or reasoningContent block writes
+    nothing)."""
+    attrs = {
+        "llm.request.type": "chat",
+        "gen_ai.system": "AWS",
+        "gen_ai.request.model": "anthropic.claude-3-7-sonnet-20250219-v1:0",
+    }
+    for i, (role, content) in enumerate(prompts):
+        attrs[f"gen_ai.prompt.{i}.role"] = role
+        attrs[f"gen_ai.prompt.{i}.content"] = content if role == "system" else json.dumps(content)
+    attrs |= {"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": completion}
+    return _span(sid, attrs, name="bedrock.converse")
+
+
+def test_converse_blocks_are_read_as_text_calls_results_and_reasoning(tmp_path: Path) -> None:
+    # Each message's content was kept as the JSON text of its blocks: the task was that JSON, the
+    # assistant turn had no call and the tool result was user text answering nothing.
+    ask = ("user", [{"text": "weather in Oslo?"}])
+    first = _converse_call(1, [("system", "Be brief."), ask], "Checking.")
+    result = {
+        "toolUseId": "tooluse_1",
+        "content": [{"json": {"temp": -3}}, {"text": "snow"}],
+        "status": "success",
+    }
+    second = _converse_call(
+        2,
+        [
+            ("system", "Be brief."),
+            ask,
+            ("assistant", [_THOUGHT, {"text": "Checking."}, _USE]),
+            ("user", [{"toolResult": result}, {"cachePoint": {"type": "default"}}]),
+        ],
+        "Snow.",
+    )
+    (t,) = import_file(_write(tmp_path, _otlp(first, second)))
+    assert t.task == "weather in Oslo?"
+    # The response's toolUse block is not in the file (the instrumentation writes text blocks
+    # only): the first step's action is its text alone, its call known from the later input.
+    assert (t.steps[0].action.text, t.steps[0].action.tool_calls) == ("Checking.", ())
+    context = t.steps[1].context or ()
+    assert [(m.role, m.content, m.tool_call_id) for m in context] == [
+        ("system", "Be brief.", None),
+        ("user", "weather in Oslo?", None),
+        ("assistant", "Checking.", None),
+        ("tool", '{"temp": -3}\nsnow', "tooluse_1"),
+    ]
+    assert [(c.id, c.signature()) for c in context[2].tool_calls] == [
+        ("tooluse_1", 'w({"city":"Oslo"})')
+    ]
+    assert _warning(t, "items-skipped") == (
+        "message parts car does not import were left out: 'cachePoint' (first at "
+        "$.resourceSpans[0].scopeSpans[0].spans[1].attributes[10].value.stringValue[1])"
+    )
+    assert _codes(t) == {"items-skipped", "thinking-not-replayed"}
+
+
+def test_converse_event_blocks_are_the_turn_s_text_calls_results_and_reasoning(
+    tmp_path: Path,
+) -> None:
+    # Its event mode writes each message's and the response's content as the list of blocks: the
+    # toolUse block was named in items-skipped and left a newline after the text, so the step had
+    # no call, and the toolResult block was user text answering nothing.
+    first, second = _chat(1, None, None), _chat(5, None, None)
+
+    def event(span: dict[str, Any], t: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return _log(span, t, name, body, system="aws.bedrock")
+
+    ask = {"content": [{"text": "weather in Oslo?"}, {"image": {"format": "png", "source": {}}}]}
+    turn = [_THOUGHT, {"text": "Checking."}, _USE]
+    failed = {"toolUseId": "tooluse_1", "content": [{"text": "no data"}], "status": "error"}
+    records = [
+        event(first, 2, "gen_ai.user.message", ask),
+        event(first, 3, "gen_ai.choice", {"index": "0", "message": {"content": turn}}),
+        event(second, 6, "gen_ai.user.message", ask),
+        event(second, 7, "gen_ai.assistant.message", {"content": turn}),
+        event(second, 8, "gen_ai.user.message", {"content": [{"toolResult": failed}]}),
+        event(second, 9, "gen_ai.choice", {"index": "0", "message": {"content": [{"text": "None."}]}}),
+    ]
+    f = tmp_path / "otel-bedrock.jsonl"
+    f.write_text(f"{json.dumps(_otlp(first, second))}\n{json.dumps(_logs(*records))}\n")
+    (t,) = import_file(f)
+    assert t.task == "weather in Oslo?"
+    action = t.steps[0].action
+    assert action.text == "Checking."
+    assert [(c.id, c.signature()) for c in action.tool_calls] == [("tooluse_1", 'w({"city":"Oslo"})')]
+    assert action.reasoning == ({"type": "reasoning", "content": "Hm."},)
+    assert [(o.call_id, o.content, o.is_error) for o in t.steps[0].observations] == [
+        ("tooluse_1", "no data", True)
+    ]
+    context = t.steps[1].context or ()
+    assert [(m.role, m.content, m.tool_call_id) for m in context] == [
+        ("user", "weather in Oslo?", None),
+        ("assistant", "Checking.", None),
+        ("tool", "no data", "tooluse_1"),
+    ]
+    assert t.steps[1].action.text == "None."
+    assert _codes(t) == {"attachments-unresolved", "thinking-not-replayed"}
+
+
+@pytest.mark.parametrize(
+    ("use", "place", "expected"),
+    [
+        ({"toolUseId": "tooluse_1", "input": {}}, "toolUse.name", "missing; expected the tool name"),
+        (
+            {"toolUseId": True, "name": "w", "input": {}},
+            "toolUse.toolUseId",
+            "expected a tool-call id (a string or an integer), got a boolean",
+        ),
+    ],
+    ids=["no-name", "boolean-id"],
+)
+def test_a_converse_tool_use_block_that_cannot_be_a_call_is_refused_at_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], use: dict[str, Any], place: str, expected: str
+) -> None:
+    prompts = [("user", [{"text": "q"}]), ("assistant", [{"toolUse": use}])]
+    f = _write(tmp_path, _otlp(_converse_call(1, prompts, "a")))
+    assert run(["import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"car: error: {f}: {_SPAN0}.attributes[6].value.stringValue[0].{place}: {expected}\n")
