@@ -192,6 +192,7 @@ _RULES: dict[str, Callable[[str, object], object]] = {
         members=("get()", "put()"),
     ),
     "on_result": partial(_callable, what="a function taking each car.TraceResult"),
+    "on_interrupted": partial(_callable, what="a function taking each car.TraceResult"),
     "batch_progress": partial(
         _object,
         what="a car.batch.BatchProgress (an object with trace_started(), trace_advanced() and "

@@ -34,6 +34,8 @@ from car.tracefiles import TRACE_SUFFIXES, Entry, checked, is_folder, natural_ke
 
 __all__ = [
     "ESTIMATE_VERSION",
+    "INTERRUPTED_RUNNING",
+    "INTERRUPTED_WAITING",
     "RECORD_VERSION",
     "BatchOptions",
     "BatchProgress",
@@ -62,6 +64,9 @@ Status = Literal["ok", "gate", "input-error", "backend-error", "budget", "interr
 _EXIT = {"ok": EXIT_OK, "gate": EXIT_GATE, "input-error": EXIT_USAGE, "backend-error": EXIT_BACKEND}
 # Not attributed: skipped for the budget, or the run was stopped (Ctrl-C, SIGTERM) before it finished.
 _EXIT["budget"] = _EXIT["interrupted"] = EXIT_GATE
+# The error of an `interrupted` trace: one that was running, and one that never started.
+INTERRUPTED_RUNNING = "not attributed: the run was interrupted before this trace finished"
+INTERRUPTED_WAITING = "not attributed: the run was interrupted before this trace started"
 # What `blame_many` takes: one path (a file, a directory or a glob), or several.
 Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
@@ -564,10 +569,13 @@ async def attribute_one(
     runner: Runner,
     progress: BatchProgress | None = None,
     grant: Grant | None = None,
+    interrupted: Callable[[TraceResult], None] | None = None,
 ) -> TraceResult:
     """Attribute one loaded trace; every failure becomes the result's status, never an exception.
 
     `grant` asks the run-wide budget for an automatic Shapley run's rollouts and policy calls.
+    Cancelled (Ctrl-C, SIGTERM), the trace is handed to `interrupted` before the cancellation goes
+    on: an `interrupted` result with what it ran until then.
     """
     from car.attribution import _resolve, blame_async, require_decisions
 
@@ -607,6 +615,21 @@ async def attribute_one(
         if options.debug:
             raise
         result = _failed(path, trace, exc)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        # An interrupted run's record of this trace says how much it ran: its fresh rollouts are in
+        # the store (a rerun resumes from them), and its tokens were paid for.
+        if interrupted is not None:
+            cut = TraceResult(path, trace.id, "interrupted", error=INTERRUPTED_RUNNING)
+            interrupted(_counted(cut, runner, components, options))
+        raise
+    return _counted(result, runner, components, options)
+
+
+def _counted(
+    result: TraceResult, runner: Runner, components: tuple[object, ...], options: BatchOptions
+) -> TraceResult:
+    """`result` with what its trace ran: `runner`'s rollouts and policy calls, the tokens the
+    `components` reported, and what they cost at `options.prices`."""
     result.fresh_rollouts = runner.stats.fresh
     result.stored_rollouts = runner.stats.stored
     result.fresh_policy_calls = runner.stats.fresh_policy_calls
@@ -789,6 +812,7 @@ async def blame_many_async(
     max_rollouts: int | None = None,
     max_policy_calls: int | None = None,
     on_result: Callable[[TraceResult], None] | None = None,
+    on_interrupted: Callable[[TraceResult], None] | None = None,
     progress: BatchProgress | None = None,
     planned: Sequence[_Planned] | None = None,
 ) -> list[TraceResult]:
@@ -798,6 +822,7 @@ async def blame_many_async(
     check_arguments(  # before any trace is read: types and ranges, named as the caller gave them
         store=store,
         on_result=on_result,
+        on_interrupted=on_interrupted,
         batch_progress=progress,
         concurrency=concurrency,
         traces_at_once=traces_at_once,
@@ -814,6 +839,7 @@ async def blame_many_async(
     stop = asyncio.Event()
     failures: list[Exception] = []  # to raise once every task has ended, the first first
     stopping = False  # a finished trace could not be delivered (its on_result raised)
+    cut: dict[int, TraceResult] = {}  # the traces cancelled while they ran, with what each ran
 
     def finish(i: int, result: TraceResult) -> None:
         nonlocal stopping
@@ -854,9 +880,14 @@ async def blame_many_async(
                     i, rollouts, policy_calls, spent_rollouts=spent_rollouts, spent_calls=spent_calls
                 )
 
+            def cancelled(result: TraceResult) -> None:
+                cut[i] = result
+
             counted = runner.child()  # this trace's counts, still there if attribute_one raises
             try:
-                result = await attribute_one(item.path, item.trace, opts, counted, progress, grant)
+                result = await attribute_one(
+                    item.path, item.trace, opts, counted, progress, grant, cancelled
+                )
             except BaseException:
                 # --debug re-raises (and fail-fast cancels): the reservation is still returned, or a
                 # trace waiting for room would wait for it forever.
@@ -868,16 +899,25 @@ async def blame_many_async(
 
     tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(work)]
     stopper = asyncio.ensure_future(stop.wait())
+    interrupted = False
     try:
         pending: set[asyncio.Future[Any]] = set(tasks)
         while pending and not stop.is_set():
             _, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
             pending.discard(stopper)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        interrupted = True
+        raise
     finally:
         # Stopped (fail-fast, a failure) or cancelled from outside: nothing outlives the batch.
         for t in (*tasks, stopper):
             t.cancel()
         await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        # Only a batch cancelled from outside hands them on: one that stopped itself (fail-fast, a
+        # callback that raised) said why, and its cancelled traces are simply not attributed.
+        if interrupted and on_interrupted is not None:
+            for i in sorted(cut):
+                on_interrupted(cut[i])
     if failures:
         raise failures[0]
     return [r for r in results if r is not None]
@@ -894,7 +934,14 @@ def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
     Keyword arguments: `options` (`BatchOptions`: policy, env, scorer, samples, gates, ...), `store`
     (a `car.store.RolloutStore` makes the batch resumable), `concurrency` (rollouts in flight across
     all traces), `traces_at_once`, `shard` ((K, N)), `fail_fast`, `max_rollouts`,
-    `max_policy_calls`, `on_result` (called with each `TraceResult` as it finishes) and `progress`.
+    `max_policy_calls`, `on_result` (called with each `TraceResult` as it finishes),
+    `on_interrupted` and `progress`.
+
+    Cancelled (Ctrl-C, SIGTERM), the batch cancels its traces and awaits them, then calls
+    `on_interrupted` with each trace that was running, in input order, before the cancellation
+    propagates: a result of status `interrupted` (no report) with the rollouts, fresh and stored, the
+    policy calls and the tokens the trace had used. Its fresh rollouts are in `store`, so a rerun
+    resumes from them.
 
     A trace that fails becomes an error result and the batch goes on: a bad file or an entry of a
     directory that cannot be read is an `input-error`, and so is a trace whose scorer says the

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from car.arguments import check_arguments
 from car.batch import (
+    INTERRUPTED_WAITING,
     BatchOptions,
     TraceResult,
     _Planned,
@@ -350,6 +351,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
                     raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 
         finished: list[TraceResult] = []
+        cut: list[TraceResult] = []  # the traces an interrupt cancelled, with what each ran
 
         def on_result(result: TraceResult) -> None:
             finished.append(result)
@@ -395,6 +397,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             "max_rollouts": req.max_rollouts,
             "max_policy_calls": req.max_policy_calls,
             "on_result": on_result,
+            "on_interrupted": cut.append,
             "progress": display,
             "planned": planned,
         }
@@ -407,7 +410,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         except KeyboardInterrupt:
             # Ctrl-C, or SIGTERM at a CI job's timeout: what finished still goes to every output,
             # in the shape of a whole run, each other trace marked as not attributed.
-            results, unfinished = _so_far(planned, finished)
+            results, unfinished = _so_far(planned, finished, cut)
             for res in unfinished:
                 stream(res)  # a record for every trace, as a whole run streams
             resume = _resume(store, req.no_store)
@@ -521,28 +524,25 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _so_far(
-    planned: Sequence[_Planned], finished: Sequence[TraceResult]
+    planned: Sequence[_Planned], finished: Sequence[TraceResult], cut: Sequence[TraceResult]
 ) -> tuple[list[TraceResult], list[TraceResult]]:
     """An interrupted run's results in input order, and those of the traces that did not finish:
-    a file that could not be read is its input error (known before it ran), any other trace
-    `interrupted`, with no report and its rollouts not counted (None: those it ran are stored)."""
+    a file that could not be read is its input error (known before it ran); a trace the interrupt
+    cancelled is its `cut` result, `interrupted` with what it ran (what its executor could tell);
+    any other trace never started, `interrupted` having run nothing."""
     done = {r.path: r for r in finished}
+    running = {r.path: r for r in cut}
     results: list[TraceResult] = []
     unfinished: list[TraceResult] = []
     for item in planned:
-        res = done.get(utf8_text(item.path))
+        path = utf8_text(item.path)
+        res = done.get(path)
         if res is None:
             if item.trace is None:
                 res = TraceResult(item.path, None, "input-error", error=item.error)
             else:
-                res = TraceResult(
-                    item.path,
-                    item.trace.id,
-                    "interrupted",
-                    error="not attributed: the run was interrupted before this trace finished",
-                    fresh_rollouts=None,
-                    stored_rollouts=None,
-                    usage=None,
+                res = running.get(path) or TraceResult(
+                    item.path, item.trace.id, "interrupted", error=INTERRUPTED_WAITING
                 )
             unfinished.append(res)
         results.append(res)

@@ -144,10 +144,26 @@ def summary_rows(results: Sequence[TraceResult]) -> list[dict[str, str]]:
                 "confidence": conf,
                 "match": _pct(r.match_rate) if r is not None else "-",
                 "status": res.status,
-                "rollouts": f"{r.budget.rollouts}{stored_part(res)}" if r is not None else "-",
+                "rollouts": _rollouts_cell(res),
             }
         )
     return rows
+
+
+def _rollouts_cell(res: TraceResult) -> str:
+    """The summary's rollouts: the report's, or, for a trace an interrupt stopped, those it ran."""
+    if res.report is not None:
+        return f"{res.report.budget.rollouts}{stored_part(res)}"
+    ran = ran_before_stop(res)
+    return "-" if ran is None else f"{ran}{stored_part(res)}"
+
+
+def ran_before_stop(res: TraceResult) -> int | None:
+    """The rollouts an `interrupted` trace ran (fresh and stored), when its executor could tell:
+    work a rerun resumes from, which a reader of the summary wants to see; None otherwise."""
+    if res.status != "interrupted" or res.fresh_rollouts is None or res.stored_rollouts is None:
+        return None
+    return res.fresh_rollouts + res.stored_rollouts
 
 
 _HEADERS = {
@@ -272,7 +288,9 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
     lines = [f"### {md(res.label)}", ""]
     r = res.report
     if r is None:
-        return [*lines, f"**{res.status}**: {md(error_text(res))}", ""]
+        ran = ran_before_stop(res)  # none for a trace that never started: its error says so
+        before = f"; {rollouts_served(ran, res.stored_rollouts)} ran first" if ran else ""
+        return [*lines, f"**{res.status}**: {md(error_text(res))}{before}", ""]
     lines += [md(r.headline), ""]
     for g in res.gates:
         lines.append(f"- **gate tripped:** {md(g)}")
@@ -439,6 +457,10 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
             ET.SubElement(case, "failure", message=_xml_safe(res.error or ""), type="budget")
         elif res.status == "interrupted":
             ET.SubElement(case, "skipped", message=_xml_safe(res.error or ""))
+            ran = ran_before_stop(res)
+            if ran:  # none for a trace that never started: its message says so
+                done = f"{rollouts_served(ran, res.stored_rollouts)} ran before the interrupt"
+                ET.SubElement(case, "system-out").text = done
         elif res.status in ("input-error", "backend-error"):
             ET.SubElement(
                 case, "error", message=_xml_safe(error_text(res)), type=res.status

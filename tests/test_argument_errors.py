@@ -212,6 +212,11 @@ def test_a_component_of_the_wrong_type_is_named(given: dict[str, Any], message: 
         ),
         (
             {},
+            {"on_interrupted": 1},
+            "on_interrupted= must be a function taking each car.TraceResult or None, got 1 (int)",
+        ),
+        (
+            {},
             {"progress": print},
             "progress= must be a car.batch.BatchProgress (an object with trace_started(), "
             "trace_advanced() and trace_finished()) or None, got an object of type "

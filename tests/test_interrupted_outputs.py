@@ -4,6 +4,7 @@ the reports went and whether a rerun resumes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -12,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from car.batch import (
+    INTERRUPTED_RUNNING,
+    INTERRUPTED_WAITING,
+    BatchOptions,
+    TraceResult,
+    blame_many_async,
+)
 from car.store import RolloutStore
-from tests.conftest import Result, interrupt_after
+from car.trace import load_trace
+from tests.conftest import ROOT, Result, interrupt_after
+from tests.fixtures.halting import Halting
 from tests.test_batch_inputs import PIVOT, TRACES
 
 # The policy of one trace never answers: that trace cannot finish before the signal, whenever it
@@ -82,7 +92,10 @@ def test_an_interrupted_batch_writes_the_finished_reports_to_every_output(
         None,
     )
     assert stopped["error"] == "not attributed: the run was interrupted before this trace finished"
-    assert stopped["rollouts"] == {"fresh": None, "stored": None}  # they are in the store: not counted
+    # What it ran: the record scored, if that was done before the signal (its policy never answers).
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        ran = len(store.rows_for(load_trace(TRACES / "support-refund.json").content_hash()))
+    assert stopped["rollouts"] == {"fresh": ran, "stored": 0}
     # ...the report the store keeps, the same...
     got = run_cli("report", tmp_path / "s.sqlite", "--format", "json")
     assert got.code == 0 and json.loads(got.out) == done["report"]
@@ -133,3 +146,110 @@ def test_an_interrupted_trace_says_whether_a_rerun_resumes(tmp_path: Path, store
         resume = "nothing was stored (--no-store): a rerun starts over"
     assert err[1:] == [f"car: interrupted; {resume}"]
     assert not (tmp_path / "out.json").exists()  # one trace, no report: nothing to write
+
+
+# -- what an interrupted trace ran ----------------------------------------------------------------
+HALTING = f"{ROOT / 'tests' / 'fixtures' / 'halting.py'}@policy"  # answers the calls in ./answers
+HALTED = ["--concurrency", "1", "--samples", "4", "--match-samples", "2", "--store", "s.sqlite"]
+
+
+def _rollouts_stored(path: Path) -> int:
+    with RolloutStore(path) as store:
+        return store.count(kind="run") + store.count(kind="fork")
+
+
+def test_a_cancelled_batch_hands_on_each_running_trace_with_what_it_ran(tmp_path: Path) -> None:
+    """An interrupted trace had no counts, though it had run rollouts (stored: a rerun resumes from
+    them) and used tokens. One rollout at a time: when the policy halts, every other has finished."""
+    cut: list[TraceResult] = []
+
+    async def interrupted() -> None:
+        halted = asyncio.Event()
+        policy = Halting(load_trace(PIVOT), 7, halted.set)
+        options = BatchOptions(policy=policy, samples=4, match_samples=2)
+        with RolloutStore(tmp_path / "s.sqlite") as store:
+            batch = asyncio.ensure_future(
+                blame_many_async(
+                    PIVOT, options=options, store=store, concurrency=1, on_interrupted=cut.append
+                )
+            )
+            await halted.wait()
+            batch.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await batch
+
+    asyncio.run(interrupted())
+    (res,) = cut
+    assert (res.status, res.report, res.error) == ("interrupted", None, INTERRUPTED_RUNNING)
+    assert res.usage == {"input_tokens": 7000}  # the 7 calls answered
+    assert res.fresh_rollouts == _rollouts_stored(tmp_path / "s.sqlite") > 0
+    assert res.stored_rollouts == 0
+    assert 0 < res.fresh_policy_calls <= 7  # those of the rollouts that finished
+
+
+class CallbackFailed(Exception):
+    pass
+
+
+def test_a_batch_that_stops_itself_hands_on_no_interrupted_trace(tmp_path: Path) -> None:
+    """A callback that raises stops the batch and cancels the trace still running: that is not an
+    interrupt, and the exception says why; the trace is not handed on as interrupted."""
+    traces = _batch(tmp_path)  # b-refund never finishes; a-pivot does, and its callback raises
+    options = BatchOptions(policy=f"{tmp_path / 'stuck.py'}@policy", samples=2, match_samples=0)
+    handed: list[TraceResult] = []
+
+    def on_result(result: TraceResult) -> None:
+        raise CallbackFailed(result.path)
+
+    with pytest.raises(CallbackFailed):
+        asyncio.run(
+            blame_many_async(traces, options=options, on_result=on_result, on_interrupted=handed.append)
+        )
+    assert handed == []
+
+
+def test_an_interrupted_trace_s_record_says_what_it_ran_and_a_rerun_resumes_from_it(
+    tmp_path: Path, run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(PIVOT, tmp_path / "pivot.json")
+    (tmp_path / "answers").write_text("7")
+    reports = ["--report", "markdown=car.md", "--report", "junit=car.xml"]
+    argv = ["blame", "pivot.json", "--policy", HALTING, *HALTED, "-o", "out.jsonl", *reports]
+    rc, _ = interrupt_after(argv, tmp_path, "policy: halted", signal.SIGINT)
+    assert rc == 130
+    (record,) = map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())
+    assert (record["status"], record["error"]) == ("interrupted", INTERRUPTED_RUNNING)
+    ran = _rollouts_stored(tmp_path / "s.sqlite")
+    assert ran > 0
+    assert record["rollouts"] == {"fresh": ran, "stored": 0}
+    assert record["usage"] == {"input_tokens": 7000}
+    said = f"{ran} rollouts ran"
+    assert f"**interrupted**: {INTERRUPTED_RUNNING}; {said} first" in (tmp_path / "car.md").read_text()
+    assert f"<system-out>{said} before the interrupt</system-out>" in (tmp_path / "car.xml").read_text()
+
+    (tmp_path / "answers").unlink()
+    monkeypatch.chdir(tmp_path)
+    got = run_cli("blame", "pivot.json", "--policy", HALTING, *HALTED, "-o", "again.jsonl")
+    assert got.code == 0, got.err
+    (again,) = map(json.loads, (tmp_path / "again.jsonl").read_text().splitlines())
+    assert again["rollouts"]["stored"] == ran  # the rollouts the record counted, and no other
+
+
+def test_a_trace_an_interrupt_stopped_before_it_started_ran_nothing(tmp_path: Path) -> None:
+    """Four traces run at once and none finishes: the fifth never starts. Its record said
+    "before this trace finished" with no counts, as if it might have run rollouts."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for name in "abcde":
+        shutil.copy(PIVOT, traces / f"{name}.json")
+    (tmp_path / "answers").write_text("0")
+    argv = ["blame", "traces", "--policy", HALTING, "--no-store", "-o", "out.json"]
+    argv += ["--report", "markdown=car.md"]
+    rc, _ = interrupt_after(argv, tmp_path, "policy: halted", signal.SIGINT)
+    assert rc == 130
+    last = json.loads((tmp_path / "out.json").read_text())["records"][-1]
+    assert (last["trace"], last["status"]) == ("traces/e.json", "interrupted")
+    assert last["error"] == INTERRUPTED_WAITING
+    assert (last["rollouts"], last["usage"]) == ({"fresh": 0, "stored": 0}, {})
+    row = f"| traces/e.json | - | {INTERRUPTED_WAITING} | - | - | interrupted | 0 (0 stored) |"
+    assert row in (tmp_path / "car.md").read_text().splitlines()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from car.batch import BatchOptions, TraceResult, blame_many, plan_batch
+from car.batch import INTERRUPTED_RUNNING, BatchOptions, TraceResult, blame_many, plan_batch
 from car.store import RolloutStore
 
 ray = pytest.importorskip("ray")
@@ -235,15 +235,23 @@ def test_sigterm_stops_a_ray_batch_as_ctrl_c_does(tmp_path: Path) -> None:
         (tmp_path / "runs" / f"slow{n}.json").write_text(json.dumps({**doc, "id": f"slow-{n}"}))
     argv = ["blame", "runs", "--executor", "ray", "--policy", f"{tmp_path}/slow.py@policy"]
     argv += ["--samples", "2", "--match-samples", "0", "--store", "s.sqlite", "--format", "jsonl"]
+    argv += ["--report", "jsonl=car.jsonl"]
     code, lines = interrupt_after(argv, tmp_path, "car: [1/4]", signal.SIGTERM, wait=120)
     assert code == 143
     rest = lines[next(i for i, x in enumerate(lines) if x.startswith("car: [1/4]")) + 1 :]
     with RolloutStore(tmp_path / "s.sqlite") as store:
         stored = store.count()
     assert rest == [
-        "car: terminated; the 1 finished trace's report is on stdout; rerun the same command to "
-        f"resume from s.sqlite ({stored:,} rollouts and draws stored)"
+        "car: terminated; the 1 finished trace's report is in car.jsonl, and on stdout; rerun the "
+        f"same command to resume from s.sqlite ({stored:,} rollouts and draws stored)"
     ]
+    # What a cancelled task ran never comes back from its worker: unknown, not 0.
+    records = [json.loads(line) for line in (tmp_path / "car.jsonl").read_text().splitlines()]
+    cut = [r for r in records if r["status"] == "interrupted"]
+    assert len(cut) == 3
+    for record in cut:
+        assert record["error"] == INTERRUPTED_RUNNING
+        assert (record["rollouts"], record["usage"]) == ({"fresh": None, "stored": None}, None)
     calls = (tmp_path / "calls.log").read_text().splitlines()
     started = {line.split()[1] for line in calls if line.startswith("started")}
     cancelled = {line.split()[1] for line in calls if line.startswith("cancelled")}

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from car.backends.options import BackendOptions, configure, current
 from car.batch import (
+    INTERRUPTED_RUNNING,
     BatchOptions,
     BatchProgress,
     BudgetGuard,
@@ -118,6 +119,23 @@ def _attribute_task(
     return result, memory.added
 
 
+def _cut(item: _Planned) -> TraceResult:
+    """A trace whose task an interrupt cancelled. What it ran is unknown here: `ray.cancel` stops
+    the run in its worker, whose result (its counts, and the rows it added, which the driver would
+    have stored) never comes back, so its rollouts are None, not 0, and a rerun computes them again.
+    """
+    trace_id = item.trace.id if item.trace is not None else None
+    return TraceResult(
+        item.path,
+        trace_id,
+        "interrupted",
+        error=INTERRUPTED_RUNNING,
+        fresh_rollouts=None,
+        stored_rollouts=None,
+        usage=None,
+    )
+
+
 _WAKE_SECONDS = 0.1
 
 
@@ -149,9 +167,12 @@ def run_ray(
     max_rollouts: int | None = None,
     max_policy_calls: int | None = None,
     on_result: Callable[[TraceResult], None] | None = None,
+    on_interrupted: Callable[[TraceResult], None] | None = None,
     progress: BatchProgress | None = None,
 ) -> list[TraceResult]:
-    """Attribute the planned traces as Ray tasks; results in input order, as the local executor."""
+    """Attribute the planned traces as Ray tasks; results in input order, as the local executor.
+    Interrupted (Ctrl-C, SIGTERM), each trace that was running is handed to `on_interrupted`, as
+    `blame_many` does, but with its counts unknown (None): see `_cut`."""
     ray = _ray()
     started = False
     if not ray.is_initialized():
@@ -243,6 +264,8 @@ def run_ray(
         # Fail-fast: a trace that could not be read is a failure known before anything starts.
         readable = [i for i, item in enumerate(planned) if item.trace is not None]
         waiting = [] if fail_fast and unreadable else admit(readable)
+        cut: list[int] = []  # the traces cancelled before they finished
+        interrupted = False
         try:
             while refs and not failures:
                 done, _ = ray.wait(list(refs), num_returns=1)
@@ -251,6 +274,9 @@ def run_ray(
                     break
                 if waiting:
                     waiting = admit(waiting)  # what it settled may make room
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             # Stopped (fail-fast, a callback that raised, an error, Ctrl-C): no task outlives the
             # batch. Each is cancelled and awaited; one that finished anyway is kept.
@@ -258,7 +284,12 @@ def run_ray(
                 ray.cancel(ref)
             while refs:
                 done, _ = ray.wait(list(refs), num_returns=1)
-                collect(done[0], cancelled=True)
+                i = refs[done[0]]
+                if collect(done[0], cancelled=True) is None:
+                    cut.append(i)
+            if interrupted and on_interrupted is not None:
+                for i in sorted(cut):
+                    on_interrupted(_cut(planned[i]))
         if failures:
             raise failures[0]
         return [r for r in results if r is not None]
