@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from car.batch import BatchOptions, blame_many
-from car.progress import HeartbeatProgress, RichBatchProgress
+from car.progress import HeartbeatProgress, PhaseProgress, RichBatchProgress
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 OPTS = BatchOptions(samples=4, match_samples=0, method="contrastive")
@@ -124,3 +124,35 @@ def test_one_trace_in_a_log_says_each_phase_as_it_starts_and_each_quarter_of_it(
     assert run.stdout.startswith("car blame: research-team-0")
     quiet = subprocess.run([*argv, "-q"], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert quiet.stderr == "" and quiet.stdout == run.stdout
+
+
+class _Actor:
+    """A `_Ticks` actor's handle whose `put.remote` hands the report straight to a display."""
+
+    def __init__(self, display: PhaseProgress) -> None:
+        self.put = self
+        self.display = display
+        self.calls = 0
+
+    def remote(self, label: str, phase: str, done: int, total: int) -> None:
+        self.calls += 1
+        self.display.trace_advanced(label, phase, done, total)
+
+
+def test_what_a_ray_task_relays_prints_the_lines_every_report_prints() -> None:
+    """A Ray task sends each phase's start and the first report of each hundredth of it, not one
+    per rollout: the lines are the same, for any number of rollouts."""
+    from car.executors.ray import _Relay
+
+    every, relayed = io.StringIO(), io.StringIO()
+    local = PhaseProgress(every)
+    for total in range(410):
+        actor = _Actor(PhaseProgress(relayed))
+        relay = _Relay(actor)
+        for phase in ("contrastive", "match draws"):
+            for done in range(total + 1):
+                local.trace_advanced(f"{total}.json", phase, done, total)
+                relay.trace_advanced(f"{total}.json", phase, done, total)
+        assert actor.calls <= 2 * 101
+    assert relayed.getvalue() == every.getvalue()
+    assert "409.json: match draws: 75% of 409 draws done" in every.getvalue()

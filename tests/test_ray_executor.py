@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from car.batch import INTERRUPTED_RUNNING, BatchOptions, TraceResult, blame_many, plan_batch
+from car.progress import PhaseProgress
 from car.store import RolloutStore
 
 ray = pytest.importorskip("ray")
@@ -57,6 +59,28 @@ def test_ray_matches_local_and_fills_the_same_store(local_ray: None, tmp_path: P
     again = run_ray(options=opts, store=store, concurrency=3, planned=plan_batch([TRACES], opts))
     assert all(r.fresh_rollouts == 0 and r.stored_rollouts > 0 for r in again)
     store.close()
+
+
+class _Lines(PhaseProgress):
+    """The lines one trace in a log prints, and one where it finishes."""
+
+    def trace_finished(self, result: TraceResult) -> None:
+        self._say(f"{result.label}: finished")
+
+
+@pytest.mark.slow
+def test_ray_relays_a_trace_s_phases_to_the_driver_s_display(local_ray: None) -> None:
+    """One trace in a log prints a line as each phase starts and at each quarter of it: under Ray
+    it printed none, the progress of the trace staying in its worker."""
+    from car.executors.ray import run_ray
+
+    opts = BatchOptions(samples=12, match_samples=3)
+    planned = plan_batch([TRACES / "pivot.json"], opts)
+    here, there = io.StringIO(), io.StringIO()
+    blame_many([], options=opts, planned=planned, progress=_Lines(here))
+    run_ray(options=opts, store=None, concurrency=2, planned=planned, progress=_Lines(there))
+    assert "contrastive arms: 25% of" in here.getvalue()
+    assert there.getvalue() == here.getvalue()
 
 
 @pytest.mark.slow

@@ -16,7 +16,11 @@
   trace that finishes meanwhile is stored but not handed to the callback. A worker's event loop
   wakes every `_WAKE_SECONDS`, so a cancellation is noticed even while it waits on a slow model.
 - Resumption is per finished trace: a driver killed mid-batch keeps every trace that finished, while
-  the rollouts of traces still running on workers are recomputed on resume.
+  the rollouts of traces still running on workers are recomputed on resume. So an interrupted run's
+  record of such a trace has its rollouts null: what the task ran never came back.
+- A task's trace reports its phases to a third actor (`_Ticks`: each phase's start and each hundredth
+  of it), which the driver empties into its progress display while it waits for tasks to finish, so
+  one trace in a log prints the same phase lines as under the local executor.
 
 Use it when one machine's event loop is not enough: a CPU-heavy environment or scorer (simulators,
 test suites run per rollout) or a cluster. Rollouts that only wait on a model API are I/O-bound and
@@ -92,6 +96,52 @@ class _Slots:
         self._get().release()
 
 
+class _Ticks:
+    """What the tasks' traces report of their phases, kept until the driver takes it (run as a Ray
+    actor: a synchronous one runs each caller's calls in the order they were sent, so a trace's
+    reports stay in order)."""
+
+    def __init__(self) -> None:
+        self._ticks: list[tuple[str, str, int, int]] = []
+
+    def put(self, label: str, phase: str, done: int, total: int) -> None:
+        self._ticks.append((label, phase, done, total))
+
+    def take(self) -> list[tuple[str, str, int, int]]:
+        ticks, self._ticks = self._ticks, []
+        return ticks
+
+
+class _Relay:
+    """The `BatchProgress` a task's trace reports to: its reports go to the `_Ticks` actor, whose
+    driver hands them to its display. Only each phase's start and the first report in each hundredth
+    of it are sent (a report per rollout would be an actor call per rollout); a quarter, where
+    `PhaseProgress` prints a line, starts a hundredth, so the lines are the local executor's."""
+
+    def __init__(self, ticks: Any) -> None:
+        self.ticks = ticks
+        self._last: tuple[str, int, int] | None = None  # the phase, total and hundredth last sent
+        self._sent: Any = None  # the last report's reference
+
+    def trace_started(self, label: str, total: int) -> None:
+        pass  # the driver's display heard it when the driver started the task
+
+    def trace_advanced(self, label: str, phase: str, done: int, total: int) -> None:
+        step = (phase, total, 100 * done // total if total > 0 else 0)
+        if step != self._last:
+            self._last = step
+            self._sent = self.ticks.put.remote(label, phase, done, total)
+
+    def trace_finished(self, result: TraceResult) -> None:
+        pass  # the driver's display hears it from the driver
+
+    async def sent(self) -> None:
+        """Wait until the actor holds every report sent: the driver takes them as the task ends,
+        before it shows the trace finished."""
+        if self._sent is not None:
+            await self._sent
+
+
 def _attribute_task(
     path: str,
     trace: Any,
@@ -102,9 +152,11 @@ def _attribute_task(
     backend: BackendOptions,
     guard: Any,
     key: int,
+    ticks: Any,
 ) -> tuple[TraceResult, list[tuple[str, str, str, str, dict[str, Any]]]]:
     memory = MemoryStore(rows)
     runner = Runner(memory, concurrency, limiter=_ActorLimiter(slots))
+    relay = _Relay(ticks) if ticks is not None else None
 
     async def grant(
         rollouts: int, policy_calls: int, *, spent_rollouts: int, spent_calls: int
@@ -114,8 +166,14 @@ def _attribute_task(
         )
         return granted
 
+    async def attribute() -> TraceResult:
+        result = await attribute_one(path, trace, options, runner, relay, grant)
+        if relay is not None:
+            await relay.sent()
+        return result
+
     with configure(**asdict(backend)):
-        result = asyncio.run(_awake(attribute_one(path, trace, options, runner, grant=grant)))
+        result = asyncio.run(_awake(attribute()))
     return result, memory.added
 
 
@@ -137,6 +195,9 @@ def _cut(item: _Planned) -> TraceResult:
 
 
 _WAKE_SECONDS = 0.1
+# How often the driver, waiting for a task to finish, takes what the running traces reported of
+# their phases to its display (only when it has one).
+_RELAY_SECONDS = 0.2
 
 
 async def _awake(work: Coroutine[Any, Any, T]) -> T:
@@ -195,6 +256,7 @@ def run_ray(
         results: list[TraceResult | None] = [None] * len(planned)
         refs: dict[Any, int] = {}  # the running traces' tasks
         guard = ray.remote(BudgetGuard).remote(max_rollouts, max_policy_calls)
+        ticks = ray.remote(_Ticks).remote() if progress is not None else None
         backend = current()  # the driver's --base-url and friends, for every worker
 
         failures: list[Exception] = []  # raised by on_result: the batch stops, then the first
@@ -224,10 +286,16 @@ def run_ray(
                     if progress is not None:
                         progress.trace_started(item.path, need)
                     mine = (item.path, item.trace, options, rows)
-                    refs[task.remote(*mine, slots, concurrency, backend, guard, i)] = i
+                    refs[task.remote(*mine, slots, concurrency, backend, guard, i, ticks)] = i
                 elif verdict != BudgetGuard.WAIT:
                     finish(i, TraceResult(item.path, item.trace.id, "budget", error=verdict))
             return [i for i, v in zip(waiting, verdicts, strict=True) if v == BudgetGuard.WAIT]
+
+        def relay() -> None:
+            """Hand the display what the running traces reported of their phases since last time."""
+            if ticks is not None and progress is not None:
+                for label, phase, done, total in ray.get(ticks.take.remote()):
+                    progress.trace_advanced(label, phase, done, total)
 
         def collect(ref: Any, *, cancelled: bool = False) -> TraceResult | None:
             """The finished task's result, its rows written to the store and its reservation settled;
@@ -268,7 +336,11 @@ def run_ray(
         interrupted = False
         try:
             while refs and not failures:
-                done, _ = ray.wait(list(refs), num_returns=1)
+                poll = None if ticks is None else _RELAY_SECONDS
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=poll)
+                relay()  # a finished task's reports included: it sent them all before it ended
+                if not done:
+                    continue
                 result = collect(done[0])
                 if fail_fast and result is not None and result.status != "ok":
                     break
