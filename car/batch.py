@@ -294,14 +294,17 @@ class TraceResult:
     report: Report | None = None
     error: str | None = None
     gates: list[str] = field(default_factory=list)
-    # Rollouts this run computed, and those the store served. None for a report read back on its
-    # own (`car report` of a store or of one report's JSON), which does not say: not 0, which would
-    # read as a run that cost nothing (its `budget.rollouts` is the run's total either way).
+    # Rollouts this run computed, and those the store served (for an `interrupted` trace, until it
+    # was stopped). None for a report read back on its own (`car report` of a store or of one
+    # report's JSON), which does not say, and for a trace interrupted under Ray, whose worker never
+    # said: not 0, which would read as a run that cost nothing (a report's `budget.rollouts` is the
+    # run's total either way).
     fresh_rollouts: int | None = 0
     stored_rollouts: int | None = 0
     fresh_policy_calls: int = 0  # what the budget guard charges when there is no report
     # Tokens the components reported; None for a report read back on its own, which does not keep
-    # them: not {}, which would read as a run that used none (its cost is None then too).
+    # them, and for a trace interrupted under Ray: not {}, which would read as a run that used none
+    # (its cost is None then too).
     usage: dict[str, int] | None = field(default_factory=dict)
     cost: float | None = None
     # Re-rendered results only (`car report`): what sets this analysis apart from the others of its
