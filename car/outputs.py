@@ -154,11 +154,11 @@ def _rollouts_cell(res: TraceResult) -> str:
     """The summary's rollouts: the report's, or, for a trace an interrupt stopped, those it ran."""
     if res.report is not None:
         return f"{res.report.budget.rollouts}{stored_part(res)}"
-    ran = ran_before_stop(res)
+    ran = _ran_before_stop(res)
     return "-" if ran is None else f"{ran}{stored_part(res)}"
 
 
-def ran_before_stop(res: TraceResult) -> int | None:
+def _ran_before_stop(res: TraceResult) -> int | None:
     """The rollouts an `interrupted` trace ran (fresh and stored), when its executor could tell:
     work a rerun resumes from, which a reader of the summary wants to see; None otherwise."""
     if res.status != "interrupted" or res.fresh_rollouts is None or res.stored_rollouts is None:
@@ -288,7 +288,7 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
     lines = [f"### {md(res.label)}", ""]
     r = res.report
     if r is None:
-        ran = ran_before_stop(res)  # none for a trace that never started: its error says so
+        ran = _ran_before_stop(res)  # a trace that never started ran none: its error says so
         before = f"; {rollouts_served(ran, res.stored_rollouts)} ran first" if ran else ""
         return [*lines, f"**{res.status}**: {md(error_text(res))}{before}", ""]
     lines += [md(r.headline), ""]
@@ -457,8 +457,8 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
             ET.SubElement(case, "failure", message=_xml_safe(res.error or ""), type="budget")
         elif res.status == "interrupted":
             ET.SubElement(case, "skipped", message=_xml_safe(res.error or ""))
-            ran = ran_before_stop(res)
-            if ran:  # none for a trace that never started: its message says so
+            ran = _ran_before_stop(res)
+            if ran:  # a trace that never started ran none: its message says so
                 done = f"{rollouts_served(ran, res.stored_rollouts)} ran before the interrupt"
                 ET.SubElement(case, "system-out").text = done
         elif res.status in ("input-error", "backend-error"):
