@@ -314,7 +314,7 @@ def test_unknown_backend_name_suggests_the_right_one(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit) as info:
         main(["blame", TRACE, "--policy", "opnai:gpt-4o"])
     assert info.value.code == 2
-    assert "did you mean 'openai:'" in capsys.readouterr().err
+    assert "did you mean 'openai:gpt-4o'?" in capsys.readouterr().err
 
 
 def test_python_policy_plugin_example_runs(tmp_path: Path) -> None:
