@@ -30,6 +30,8 @@ def run() -> None:
     except _Terminated:
         print("car: terminated", file=sys.stderr)
         raise SystemExit(128 + signal.SIGTERM) from None
+    finally:  # the command is over: a SIGTERM now ends the process as it would any other
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 if __name__ == "__main__":

@@ -896,8 +896,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _choice_hint(message: str) -> str:
-    """ " Did you mean 'shapley'?" after an option's value that is not one of its choices but close
-    to one (`--method shapely`), read from the parser's own words; nothing otherwise."""
+    """The hint after a value that is not one of its option's choices but close to one (`--method
+    shapely`: " Did you mean 'shapley'?"), read from the parser's own words; else nothing."""
     said = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)", message)
     if said is None:
         return ""
