@@ -16,6 +16,12 @@ TRACES = ROOT / "traces"
 METERED = f"{ROOT / 'tests' / 'fixtures' / 'metered.py'}@policy"
 SHARED = ROOT.parent / "shared"
 
+# A shell that starts the tests in the background (`pytest &` in a script, some CI runners) leaves
+# SIGINT ignored, and every `car` process a test starts inherits that: the tests that press Ctrl-C
+# on one would wait on it forever. The tests want the Ctrl-C of an interactive run.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
