@@ -249,7 +249,7 @@ def render(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="the CI subset (about 20 s on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="the CI subset (10-20 s on 2 cores)")
     parser.add_argument("--out", help="write RESULTS markdown here (default: stdout)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     args = parser.parse_args(argv)

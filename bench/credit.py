@@ -8,7 +8,6 @@ with `register(name, method)`.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bench import run_sync
 from bench.methods import replay_for
 from bench.suite import Case, interval_coverage, model_truth
 from car.estimators.paper import paper_shapley, paper_shapley_plan
@@ -69,7 +69,7 @@ class Game:
                 out.append(await self.replay.run(Plan.hold(steps), replicate))
             return out
 
-        return asyncio.run(go())
+        return run_sync(go)
 
     def values(self, jobs: Sequence[tuple[frozenset[int], int]]) -> np.ndarray:
         """Outcomes of (coalition of player indices, replicate) jobs, in order (NaN if unscored)."""
@@ -118,14 +118,8 @@ def _car(
         from car.shapley import Player, run_shapley
 
         players = [Player(str(i), tuple(p)) for i, p in enumerate(game.players)]
-        result = asyncio.run(
-            run_shapley(
-                game.replay,
-                players,
-                method=method,
-                budget=budget,
-                shared_seeds=shared,
-            )
+        result = run_sync(
+            lambda: run_shapley(game.replay, players, method=method, budget=budget, shared_seeds=shared)
         )
         est = result.estimate
         return ShapleyEstimate(est.values, est.low, est.high, game.rollouts)

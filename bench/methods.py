@@ -6,12 +6,12 @@ what it spent. `budget` is total rollouts; fixed designs spend budget // m per d
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from bench import run_sync
 from car.adaptive import run_adaptive
 from car.estimators.contrastive import PositionEstimate, estimate_contrastive
 from car.estimators.paper import paper_contrastive
@@ -60,7 +60,7 @@ def paper(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
                 out[j, i] = (await replay.run(plan, j * k + i)).outcome
         return out
 
-    arms = asyncio.run(go())
+    arms = run_sync(go)
     res = paper_contrastive(arms, 1.0, np.random.default_rng([seed, 7]))
     c = replay.counters
     return Rep(res.locus, res.effect, res.low, res.high, c.rollouts, c.policy_calls)
@@ -84,7 +84,7 @@ def car_fixed(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
         rows = [(await runner.row(runner.arms(), r))[0] for r in range(k)]
         return runner.matrix(rows, record)
 
-    arms, fact = asyncio.run(go())
+    arms, fact = run_sync(go)
     res = estimate_contrastive(arms, fact, factual_exact=runner.exact, min_effect=min_effect)
     return _rep(res.locus, res.positions, replay)
 
@@ -125,7 +125,7 @@ def car_rows(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
             r += 1
         return runner.matrix(rows, record)
 
-    arms, fact = asyncio.run(go())
+    arms, fact = run_sync(go)
     res = estimate_contrastive(arms, fact, factual_exact=runner.exact, min_effect=min_effect)
     return _rep(res.locus, res.positions, replay)
 
@@ -133,8 +133,8 @@ def car_rows(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
 def car_adaptive(trace: Trace, seed: int, budget: int, min_effect: float) -> Rep:
     """Adaptive rows with anytime-valid intervals, stopping when certified or at the budget."""
     replay = replay_for(trace, seed)
-    run = asyncio.run(
-        run_adaptive(replay, confidence=0.95, min_effect=min_effect, budget=budget, batch=8)
+    run = run_sync(
+        lambda: run_adaptive(replay, confidence=0.95, min_effect=min_effect, budget=budget, batch=8)
     )
     return _rep(run.state.locus, run.state.result.positions, replay, run.state.certified)
 

@@ -43,6 +43,7 @@ from shapley_truth import (  # type: ignore[import-not-found]
     research_team_game,
 )
 
+from bench import run_sync
 from car.replay import Plan, Replay
 from car.shapley import parse_players, run_shapley
 from car.sim import record
@@ -144,10 +145,10 @@ def _one(args: tuple[Model, int, str, int]) -> tuple[np.ndarray, np.ndarray, int
     model, seed, method, budget = args
     _trace(model.scenario)  # recorded outside the event loop
     if method == "car":
-        return asyncio.run(_car(model, seed, budget))
+        return run_sync(lambda: _car(model, seed, budget))
     if method == "exact":
-        return asyncio.run(_ours(model, seed, "exact", budget, True))
-    return asyncio.run(_ours(model, seed, "permutation", budget, method == "walks-shared"))
+        return run_sync(lambda: _ours(model, seed, "exact", budget, True))
+    return run_sync(lambda: _ours(model, seed, "permutation", budget, method == "walks-shared"))
 
 
 @dataclass

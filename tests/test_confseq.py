@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from car.estimators.confseq import (
+    _log_evidence,
     bernoulli_cs,
     bernoulli_log_evidence,
     betting_cs,
@@ -52,6 +53,18 @@ def test_bernoulli_bounds_sit_on_the_threshold() -> None:
                 assert float(bernoulli_log_evidence(s, n, bound)) == pytest.approx(
                     math.log(1 / alpha), abs=1e-6
                 )
+
+
+def test_the_interval_search_evaluates_the_evidence_bit_for_bit() -> None:
+    # bernoulli_cs searches with a scalar form of the evidence: the same number as the array form,
+    # to the last bit, at the edges (no successes or failures, p at 0 or 1) and in between.
+    rng = np.random.default_rng(0)
+    ps = [0.0, 1e-12, 0.5, 1 - 1e-12, 1.0, *rng.random(40)]
+    for n in [0, 1, 2, 7, 96, 5000]:
+        for s in sorted({0, 1, n // 3, n - 1, n} - {-1, n + 1}):
+            for p in ps:
+                want = float(bernoulli_log_evidence(s, n, p))
+                assert _log_evidence(s, n - s, p) == want, (s, n, p)
 
 
 def test_one_rescue_excludes_a_certain_failure() -> None:

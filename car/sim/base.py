@@ -11,6 +11,7 @@ make the same choice at a step whenever their probabilities agree (common random
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,10 @@ def _number(x: float) -> str:
 PROBABILITY = Range(0, 1, what="a probability")
 
 
+@functools.lru_cache(maxsize=4096)
 def say(text: str) -> Action:
+    """A text-only action. Actions are frozen, so one object serves every draw of the same text:
+    no validation per draw, and its identity is worked out once (`Action.identity` caches by object)."""
     return Action(text=text)
 
 
