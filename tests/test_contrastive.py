@@ -254,10 +254,37 @@ def test_graded_interval_coverage_with_a_three_level_judge(n: int) -> None:
     assert hits / 2000 >= 0.93
 
 
-def test_the_advice_after_an_abstention_is_more_than_what_just_failed() -> None:
-    """Three steps whose two samples each all rescue: the normal approximation says 2 would do,
-    the n that did not decide (exact Bonferroni bounds are wider)."""
-    result = estimate_contrastive(np.zeros((3, 2)), np.array([1.0]), factual_exact=True)
-    assert result.locus is None and result.needed_per_step is not None
-    assert result.needed_per_step >= 4
-    assert f"(--samples {result.needed_per_step}, a second look" in (result.abstained_reason or "")
+def _projected(counts: list[int], seen: int, n: int) -> np.ndarray:
+    """Arms whose failure rates counts/seen hold at n samples (outcomes 1 = failure)."""
+    return np.array([[1.0] * round(k / seen * n) + [0.0] * (n - round(k / seen * n)) for k in counts])
+
+
+@pytest.mark.parametrize("m", [1, 3, 10])
+def test_the_advice_after_an_abstention_is_the_fewest_samples_that_decide(m: int) -> None:
+    """With exact verdicts (a deterministic scorer, binary outcomes) the advice is exact: were the
+    failure rates to hold, the advised n decides and one sample fewer does not. (The normal
+    approximation advised 4 where 3 decide after two samples rescued at each of three steps.)"""
+    rng = np.random.default_rng(m)
+    advised = 0
+    for _ in range(150):
+        seen = int(rng.integers(1, 41))
+        rescues = rng.binomial(seen, rng.uniform(0.0, 0.5), size=m)  # near the decision
+        counts = sorted(seen - int(r) for r in rescues)
+        result = estimate_contrastive(
+            _projected(counts, seen, seen), np.array([1.0]), factual_exact=True
+        )
+        needed = result.needed_per_step
+        if result.locus is not None or needed is None:
+            continue
+        advised += 1
+        assert needed > seen
+        assert f"(--samples {needed}, a second look" in (result.abstained_reason or "")
+        at = estimate_contrastive(_projected(counts, seen, needed), np.array([1.0]), factual_exact=True)
+        assert at.locus is not None, (counts, seen, needed)
+        if needed - 1 > seen:
+            before = _projected(counts, seen, needed - 1)
+            assert estimate_contrastive(before, np.array([1.0]), factual_exact=True).locus is None
+    assert advised >= 40
+    two = estimate_contrastive(np.zeros((3, 2)), np.array([1.0]), factual_exact=True)
+    assert two.needed_per_step == 3
+    assert estimate_contrastive(np.zeros((3, 3)), np.array([1.0]), factual_exact=True).locus == 2

@@ -256,7 +256,11 @@ def estimate_contrastive(
     largest = max(drops)[1] if drops and max(drops)[0] > 0 else None
     positions = [replace(p, verdict=verdict_of(p, locus)) for p in draft]
 
-    reason, needed = (None, None) if locus is not None else _abstain(positions, alpha, min_effect)
+    # Exact verdicts (a known factual value, Clopper-Pearson bounds) project exactly what decides.
+    exact_v = v if factual_exact and is_binary(arms[~np.isnan(arms)]) else None
+    reason, needed = (
+        (None, None) if locus is not None else _abstain(positions, alpha, min_effect, exact_v)
+    )
     return ContrastiveResult(
         tuple(positions),
         fact_iv,
@@ -280,9 +284,35 @@ def verdict_of(p: PositionEstimate, locus: int | None) -> str:
     return "contributing" if p.drop_significant else "not significant"
 
 
+_MOST_PROJECTED = 1 << 40
+
+
+def _exact_needed(v: float, fail: float, seen: int, alpha: float, min_effect: float, guess: int) -> int:
+    """The fewest samples per step, more than `seen`, at which the exact verdict (v minus the
+    Clopper-Pearson upper bound on the failure rate) clears `min_effect` were the failure rate `fail`
+    to hold: found by doubling from `guess`, then halving the gap (the bound is monotone in n but for
+    the rounding of the projected count)."""
+
+    def decides(n: int) -> bool:
+        return v - cp_upper(round(fail * n), n, alpha) > min_effect
+
+    low, high = seen, max(guess, seen + 1)  # decides(low) is taken as false: `seen` did not decide
+    while not decides(high):
+        if high > _MOST_PROJECTED:  # an estimate a rounding error above min_effect: no n decides
+            return max(guess, seen + 1)
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if decides(mid) else (mid, high)
+    return high
+
+
 def _abstain(
-    positions: list[PositionEstimate], alpha: float, min_effect: float
+    positions: list[PositionEstimate], alpha: float, min_effect: float, exact_v: float | None = None
 ) -> tuple[str, int | None]:
+    """Why no locus, and about how many samples per step would decide: exactly for exact verdicts
+    (`exact_v`, the factual arm's known value, with binary outcomes), else by the normal
+    approximation."""
     if not any(p.fail.n > 0 for p in positions):
         return "no rollout could be scored: every arm errored or was unscorable", None
     with_data = [p for p in positions if p.effect.n > 0]
@@ -303,9 +333,13 @@ def _abstain(
         )
     z = z_upper(alpha)
     p = min(max(best.fail.estimate, 0.05), 0.95)
-    # The normal approximation can fall at or below the n that just failed to decide (exact bounds
-    # are wider at small n): never advise fewer than twice the samples already taken.
-    needed = max(math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1, 2 * best.fail.n)
+    guess = math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1
+    if exact_v is not None:
+        needed = _exact_needed(exact_v, best.fail.estimate, best.fail.n, alpha, min_effect, guess)
+    else:
+        # The normal approximation can fall at or below the n that just failed to decide (the
+        # bounds are wider at small n): never advise fewer than twice the samples already taken.
+        needed = max(guess, 2 * best.fail.n)
     # A rerun with more samples looks at these replicates again, a second test of the same data
     # (its false-locus rate can exceed the level: 3.0% for 2.5% at one step, exactly at min_effect);
     # --adaptive's intervals hold however often they are looked at.
