@@ -254,37 +254,88 @@ def test_graded_interval_coverage_with_a_three_level_judge(n: int) -> None:
     assert hits / 2000 >= 0.93
 
 
+def _apportion(counts: tuple[int, ...], n: int) -> list[int]:
+    """Counts scaled to n with the same shares: largest remainders, a tie to the one listed first."""
+    total = sum(counts)
+    whole = [c * n // total for c in counts]
+    by_left = sorted(range(len(counts)), key=lambda i: -(counts[i] * n % total))
+    for i in by_left[: n - sum(whole)]:
+        whole[i] += 1
+    return whole
+
+
 def _projected(counts: list[int], seen: int, n: int) -> np.ndarray:
     """Arms whose failure rates counts/seen hold at n samples (outcomes 1 = failure)."""
-    return np.array([[1.0] * round(k / seen * n) + [0.0] * (n - round(k / seen * n)) for k in counts])
+    rows = []
+    for k in counts:
+        fails, rescues = _apportion((k, seen - k), n)
+        rows.append([1.0] * fails + [0.0] * rescues)
+    return np.array(rows)
 
 
 @pytest.mark.parametrize("m", [1, 3, 10])
 def test_the_advice_after_an_abstention_is_the_fewest_samples_that_decide(m: int) -> None:
-    """With exact verdicts (a deterministic scorer, binary outcomes) the advice is exact: were the
-    failure rates to hold, the advised n decides and one sample fewer does not. (The normal
-    approximation advised 4 where 3 decide after two samples rescued at each of three steps.)"""
+    """With binary outcomes the advice is exact: were the failure rates to hold, the advised n
+    decides and one sample fewer does not. (The normal approximation advised 4 where 3 decide after
+    two samples rescued at each of three steps, and 64 where 35 decide after 8 of 32.)"""
     rng = np.random.default_rng(m)
     advised = 0
     for _ in range(150):
         seen = int(rng.integers(1, 41))
         rescues = rng.binomial(seen, rng.uniform(0.0, 0.5), size=m)  # near the decision
         counts = sorted(seen - int(r) for r in rescues)
-        result = estimate_contrastive(
-            _projected(counts, seen, seen), np.array([1.0]), factual_exact=True
-        )
+        fact = np.array([1.0])
+        result = estimate_contrastive(_projected(counts, seen, seen), fact, factual_exact=True)
         needed = result.needed_per_step
         if result.locus is not None or needed is None:
             continue
         advised += 1
         assert needed > seen
         assert f"(--samples {needed}, a second look" in (result.abstained_reason or "")
-        at = estimate_contrastive(_projected(counts, seen, needed), np.array([1.0]), factual_exact=True)
+        at = estimate_contrastive(_projected(counts, seen, needed), fact, factual_exact=True)
         assert at.locus is not None, (counts, seen, needed)
         if needed - 1 > seen:
             before = _projected(counts, seen, needed - 1)
-            assert estimate_contrastive(before, np.array([1.0]), factual_exact=True).locus is None
+            assert estimate_contrastive(before, fact, factual_exact=True).locus is None
     assert advised >= 40
+
+
+def _pairs(kinds: tuple[int, int, int], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(factual, arm) outcomes on n replicates with the shares of (rescued while the arm failed,
+    concordant, failed while the arm rescued) in `kinds`."""
+    d, same, u = _apportion(kinds, n)
+    return (
+        np.array([0.0] * d + [1.0] * same + [1.0] * u),
+        np.array([1.0] * d + [1.0] * same + [0.0] * u),
+    )
+
+
+def test_the_advice_is_exact_against_a_replayed_factual_arm_too() -> None:
+    """A noisy scorer: effects are paired differences with Tango's bound, which depends on the
+    discordant pairs alone. Were their shares to hold, the advised n decides, one fewer does not."""
+    rng = np.random.default_rng(7)
+    advised = 0
+    for _ in range(200):
+        seen = int(rng.integers(4, 61))
+        factual = (rng.random(seen) < rng.uniform(0.7, 1.0)).astype(float)
+        arm = (rng.random(seen) < rng.uniform(0.2, 0.9)).astype(float)
+        result = estimate_contrastive(arm[None, :], factual, factual_exact=False)
+        needed = result.needed_per_step
+        if result.locus is not None or needed is None:
+            continue
+        advised += 1
+        up = int(np.sum((factual == 1) & (arm == 0)))
+        down = int(np.sum((factual == 0) & (arm == 1)))
+        kinds = (down, seen - up - down, up)
+        f_at, a_at = _pairs(kinds, needed)
+        assert estimate_contrastive(a_at[None, :], f_at, factual_exact=False).locus == 0
+        if needed - 1 > seen:
+            f_b, a_b = _pairs(kinds, needed - 1)
+            assert estimate_contrastive(a_b[None, :], f_b, factual_exact=False).locus is None
+    assert advised >= 40
+
+
+def test_the_advice_after_two_samples_that_rescued_is_the_third() -> None:
     two = estimate_contrastive(np.zeros((3, 2)), np.array([1.0]), factual_exact=True)
     assert two.needed_per_step == 3
     assert estimate_contrastive(np.zeros((3, 3)), np.array([1.0]), factual_exact=True).locus == 2

@@ -25,12 +25,22 @@ for graded outcomes: near nominal, not guaranteed); verdicts use the adjusted le
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from car.estimators.confseq import betting_cs
-from car.stats import cp_upper, is_binary, mid_p, paired_difference, skew_shift, t_upper, z_upper
+from car.stats import (
+    cp_upper,
+    is_binary,
+    mid_p,
+    paired_difference,
+    skew_shift,
+    t_upper,
+    tango,
+    z_upper,
+)
 
 __all__ = [
     "ContrastiveResult",
@@ -256,10 +266,27 @@ def estimate_contrastive(
     largest = max(drops)[1] if drops and max(drops)[0] > 0 else None
     positions = [replace(p, verdict=verdict_of(p, locus)) for p in draft]
 
-    # Exact verdicts (a known factual value, Clopper-Pearson bounds) project exactly what decides.
-    exact_v = v if factual_exact and is_binary(arms[~np.isnan(arms)]) else None
+    def projected_low(k: int) -> Callable[[int], float] | None:
+        """Arm k's verdict bound at n samples, were its outcomes' shares to hold (binary only)."""
+        if factual_exact:
+            x = arms[k][~np.isnan(arms[k])]
+            if not is_binary(x):
+                return None
+            fails = round(float(x.sum()))
+            return _projection((fails, len(x) - fails), lambda c, n: v - cp_upper(c[0], n, alpha))
+        ok = ~(np.isnan(factual) | np.isnan(arms[k]))
+        f, a = factual[ok], arms[k][ok]
+        if not (is_binary(f) and is_binary(a)):
+            return None
+        up, down = int(np.sum((f > 0.5) & (a < 0.5))), int(np.sum((f < 0.5) & (a > 0.5)))
+        # Discordant pairs against the effect first, so a tie rounds towards deciding later.
+        return _projection(
+            (down, len(f) - up - down, up),
+            lambda c, n: tango(c[2], c[0], n, 1 - 2 * alpha)[1],
+        )
+
     reason, needed = (
-        (None, None) if locus is not None else _abstain(positions, alpha, min_effect, exact_v)
+        (None, None) if locus is not None else _abstain(positions, alpha, min_effect, projected_low)
     )
     return ContrastiveResult(
         tuple(positions),
@@ -287,32 +314,49 @@ def verdict_of(p: PositionEstimate, locus: int | None) -> str:
 _MOST_PROJECTED = 1 << 40
 
 
-def _exact_needed(v: float, fail: float, seen: int, alpha: float, min_effect: float, guess: int) -> int:
-    """The fewest samples per step, more than `seen`, at which the exact verdict (v minus the
-    Clopper-Pearson upper bound on the failure rate) clears `min_effect` were the failure rate `fail`
-    to hold: found by doubling from `guess`, then halving the gap (the bound is monotone in n but for
-    the rounding of the projected count)."""
+def _projection(
+    counts: tuple[int, ...], bound: Callable[[tuple[int, ...], int], float]
+) -> Callable[[int], float] | None:
+    """n -> `bound(scaled, n)`, the counts of each kind of replicate scaled to n replicates with the
+    same shares, by largest remainders in integers (a tie to the kind listed first)."""
+    total = sum(counts)
+    if total == 0:
+        return None
 
-    def decides(n: int) -> bool:
-        return v - cp_upper(round(fail * n), n, alpha) > min_effect
+    def at(n: int) -> float:
+        whole = [c * n // total for c in counts]
+        left = sorted(range(len(counts)), key=lambda i: -(counts[i] * n % total))
+        for i in left[: n - sum(whole)]:
+            whole[i] += 1
+        return bound(tuple(whole), n)
 
-    low, high = seen, max(guess, seen + 1)  # decides(low) is taken as false: `seen` did not decide
-    while not decides(high):
+    return at
+
+
+def _needed(low_at: Callable[[int], float], seen: int, min_effect: float, guess: int) -> int:
+    """The fewest samples per step, more than `seen`, at which `low_at(n)` (the verdict's bound on
+    the projected outcomes) clears `min_effect`: doubling from `guess`, then halving the gap (the
+    bound is monotone in n but for the rounding of the projected counts)."""
+    low, high = seen, max(guess, seen + 1)  # `seen` did not decide
+    while not low_at(high) > min_effect:
         if high > _MOST_PROJECTED:  # an estimate a rounding error above min_effect: no n decides
             return max(guess, seen + 1)
         low, high = high, 2 * high
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if decides(mid) else (mid, high)
+        low, high = (low, mid) if low_at(mid) > min_effect else (mid, high)
     return high
 
 
 def _abstain(
-    positions: list[PositionEstimate], alpha: float, min_effect: float, exact_v: float | None = None
+    positions: list[PositionEstimate],
+    alpha: float,
+    min_effect: float,
+    projected_low: Callable[[int], Callable[[int], float] | None],
 ) -> tuple[str, int | None]:
-    """Why no locus, and about how many samples per step would decide: exactly for exact verdicts
-    (`exact_v`, the factual arm's known value, with binary outcomes), else by the normal
-    approximation."""
+    """Why no locus, and about how many samples per step would decide were the estimates to hold:
+    the verdict's own bound on the best step's outcomes projected to more samples where they are
+    binary (`projected_low`), else the normal approximation."""
     if not any(p.fail.n > 0 for p in positions):
         return "no rollout could be scored: every arm errored or was unscorable", None
     with_data = [p for p in positions if p.effect.n > 0]
@@ -334,8 +378,9 @@ def _abstain(
     z = z_upper(alpha)
     p = min(max(best.fail.estimate, 0.05), 0.95)
     guess = math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1
-    if exact_v is not None:
-        needed = _exact_needed(exact_v, best.fail.estimate, best.fail.n, alpha, min_effect, guess)
+    low_at = projected_low(best.position)
+    if low_at is not None:
+        needed = _needed(low_at, best.effect.n, min_effect, guess)
     else:
         # The normal approximation can fall at or below the n that just failed to decide (the
         # bounds are wider at small n): never advise fewer than twice the samples already taken.
