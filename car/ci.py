@@ -272,10 +272,14 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         )
     batch = _is_batch(req.paths)
     outputs = [(req.fmt, req.output), *req.reports]
-    if batch and any(fmt is OutputFormat.html for fmt, _ in outputs):
-        chosen = (
-            f"-o {req.output}: its suffix names html, and html" if req.fmt_by_suffix else "--format html"
-        )
+    html = [path for fmt, path in req.reports if fmt is OutputFormat.html]
+    if batch and (req.fmt is OutputFormat.html or html):
+        if req.fmt is not OutputFormat.html:
+            chosen = f"--report html={html[0]}: html"
+        elif req.fmt_by_suffix:
+            chosen = f"-o {req.output}: its suffix names html, and html"
+        else:
+            chosen = "--format html"
         raise InputError(  # before any work, not after the whole batch has run
             f"{chosen} renders one trace's report; for a batch use markdown, junit or github"
         )

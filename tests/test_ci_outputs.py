@@ -766,6 +766,23 @@ def test_html_for_a_batch_is_refused_before_any_work(
 
 
 @pytest.mark.parametrize(
+    "outputs",
+    [["--report", "html=page.html"], ["-o", "out.jsonl", "--report", "html=page.html"]],
+)
+def test_html_asked_by_report_for_a_batch_is_named_as_asked(
+    work: Path, capsys: pytest.CaptureFixture[str], outputs: list[str]
+) -> None:
+    """The refusal named `--format html`, or blamed `-o out.jsonl` for a suffix naming html."""
+    code, out, err = run(["blame", str(TRACES), *FAST, *outputs], capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "car: error: --report html=page.html: html renders one trace's report; for a batch use "
+        "markdown, junit or github"
+    ]
+    assert not (work / "page.html").exists() and not (work / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize(
     ("outputs", "named"),
     [
         (["-o", "r.txt", "--report", "json=r.txt"], "-o r.txt and --report json=r.txt"),
