@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
+import inspect
 import math
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -447,23 +449,45 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     >>> report.locus
     1
     """
-    return run_blocking("blame", lambda: blame_async(trace, **options))
+    return run_blocking("blame", blame_async, trace, **options)
 
 
 T = TypeVar("T")
 
 
-def run_blocking(name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run `car.<name>_async` to completion for a caller without an event loop. Inside one the
-    coroutine is never made (it would be left never awaited): the error says what to await."""
+def run_blocking(
+    name: str,
+    function: Callable[..., Coroutine[Any, Any, T]],
+    *args: Any,
+    advice: Callable[[str], str | None] | None = None,
+    **kwargs: Any,
+) -> T:
+    """Run `car.<name>_async` (`function`) to completion for a caller without an event loop.
+
+    A keyword it does not take is a TypeError naming `car.<name>()`, with `advice(keyword)` or the
+    nearest keyword it does take. Inside a running loop the coroutine is never made (it would be
+    left never awaited): the error says what to await."""
+    taken = [p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    for key in kwargs:
+        if key not in taken:
+            close = difflib.get_close_matches(key, taken, n=1)
+            hint = (advice(key) if advice else None) or (
+                f"; did you mean {close[0]!r}?" if close else ""
+            )
+            raise TypeError(f"car.{name}() got an unexpected keyword argument {key!r}{hint}")
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running: the usual case
-        return asyncio.run(call())
-    raise RuntimeError(
-        f"car.{name}() cannot run inside a running event loop (a Jupyter notebook, an async "
-        f"function): use `await car.{name}_async(...)` there, with the same arguments"
-    )
+        running = False
+    else:
+        running = True
+    if running:
+        raise RuntimeError(
+            f"car.{name}() cannot run inside a running event loop (a Jupyter notebook, an async "
+            f"function): use `await car.{name}_async(...)` there, with the same arguments"
+        )
+    # Out of the `except` above, so nothing the run raises reads as raised while handling it.
+    return asyncio.run(function(*args, **kwargs))
 
 
 def scorer_failed(first_error: str | None) -> bool:

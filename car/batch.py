@@ -966,4 +966,9 @@ def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
     """
     from car.attribution import run_blocking
 
-    return run_blocking("blame_many", lambda: blame_many_async(paths, **kwargs))
+    def advice(key: str) -> str | None:
+        if key in {f.name for f in fields(BatchOptions)}:
+            return f"; options for every trace go in options=car.BatchOptions({key}=...)"
+        return None
+
+    return run_blocking("blame_many", blame_many_async, paths, advice=advice, **kwargs)

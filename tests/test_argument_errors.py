@@ -83,6 +83,46 @@ def test_blame_many_names_the_python_argument_before_any_work(
     assert str(info.value).startswith(message)
 
 
+@pytest.mark.parametrize(
+    ("name", "given", "message"),
+    [
+        (
+            "blame",
+            {"sample": 8},
+            "car.blame() got an unexpected keyword argument 'sample'; did you mean 'samples'?",
+        ),
+        ("blame", {"colour": True}, "car.blame() got an unexpected keyword argument 'colour'"),
+        (
+            "blame_many",
+            {"samples": 8},
+            "car.blame_many() got an unexpected keyword argument "
+            "'samples'; options for every trace go in options=car.BatchOptions(samples=...)",
+        ),
+        (
+            "blame_many",
+            {"concurency": 8},
+            "car.blame_many() got an unexpected keyword argument "
+            "'concurency'; did you mean 'concurrency'?",
+        ),
+    ],
+)
+def test_an_unknown_keyword_names_the_function_called_and_what_was_meant(
+    name: str, given: dict[str, Any], message: str
+) -> None:
+    """It named `blame_async()` or `blame_many_async()`, which the caller never called, below a
+    traceback "During handling of the above exception" of an unrelated "no running event loop"."""
+    with pytest.raises(TypeError) as info:
+        getattr(car, name)(TRACE, **given)
+    assert str(info.value) == message
+    assert info.value.__context__ is None
+
+
+def test_an_error_from_the_run_is_not_chained_to_the_event_loop_check() -> None:
+    with pytest.raises(InputError) as info:
+        car.blame(TRACE, samples=0)
+    assert info.value.__context__ is None
+
+
 def test_the_command_line_names_the_option(run_cli: Callable[..., Result]) -> None:
     r = run_cli("blame", TRACE, "--samples", "0", "--no-store")
     assert (r.code, r.err) == (2, "car: error: --samples must be at least 1, got 0\n")
