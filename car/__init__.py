@@ -54,7 +54,14 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+    """The public names, the submodules loaded and the module's own dunders (not `importlib`, `Any`
+    and the like, which this file imports for itself): what completion offers in a shell."""
+    own = {
+        name
+        for name, value in globals().items()
+        if name.startswith("__") or getattr(value, "__name__", "").startswith("car.")
+    }
+    return sorted({*__all__, *own})
 
 
 __version__ = "0.1.0"

@@ -55,6 +55,8 @@ def test_public_api_is_pinned() -> None:
     for name in car.__all__:
         assert hasattr(car, name)
     assert set(dir(car)) >= set(car.__all__)
+    # what completion offers is car's: not what car/__init__.py imports for itself
+    assert not {"importlib", "Any", "TYPE_CHECKING", "annotations"} & set(dir(car))
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
         _ = car.nonesuch  # type: ignore[attr-defined]
 
