@@ -196,7 +196,20 @@ def _load_file_object(kind: str, spec: str) -> Any:
     except AttributeError:
         found = [n for n in vars(module) if not n.startswith("_")]
         close = difflib.get_close_matches(name, found, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        # Else what the file itself defines (not what it imports), when that is a short list.
+        own = [
+            n
+            for n in found
+            if callable(vars(module)[n])
+            and getattr(vars(module)[n], "__module__", None) == module.__name__
+        ]
+        hint = (
+            f"; did you mean {close[0]!r}?"
+            if close
+            else f"; it defines {', '.join(own)}"
+            if 0 < len(own) <= 8
+            else ""
+        )
         raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: {path_text} defines no {name!r}{hint}") from None
 
 

@@ -107,3 +107,26 @@ def test_a_dry_run_builds_a_model_policy_without_sending_a_request(
         )
         assert (r.code, r.err) == (0, ""), r.err
         assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        # nothing close to 'nope': what the file itself defines, not what it imports
+        (
+            "import json\nfrom car import Trajectory\n\n"
+            "async def refund_outside_window(t: Trajectory) -> float:\n    return 1.0\n",
+            "plugin.py defines no 'nope'; it defines refund_outside_window",
+        ),
+        ("async def nope_(t):\n    return 1.0\n", "plugin.py defines no 'nope'; did you mean 'nope_'?"),
+        ("x = 1\n", "plugin.py defines no 'nope'"),
+    ],
+)
+def test_a_name_the_file_lacks_is_told_what_it_has(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, says: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plugin.py").write_text(source, encoding="utf-8")
+    r = run_cli("blame", PIVOT, "--scorer", "plugin.py@nope", "--no-store")
+    assert r.code == 2
+    assert _error_line(r).endswith(f"scorer 'plugin.py@nope': {says}")
