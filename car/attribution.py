@@ -477,11 +477,9 @@ def run_blocking(
             raise TypeError(f"car.{name}() got an unexpected keyword argument {key!r}{hint}")
     try:
         asyncio.get_running_loop()
-    except RuntimeError:  # no loop running: the usual case
-        running = False
+    except RuntimeError:
+        pass  # no loop running: the usual case
     else:
-        running = True
-    if running:
         raise RuntimeError(
             f"car.{name}() cannot run inside a running event loop (a Jupyter notebook, an async "
             f"function): use `await car.{name}_async(...)` there, with the same arguments"
