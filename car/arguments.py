@@ -7,15 +7,20 @@ Light on purpose (no numpy): the batch checks its options with it before it load
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
+from typing import Any, ParamSpec, TypeVar
 
 from car.errors import InputError, option_name
 
-__all__ = ["MOST_PLANNED", "check_arguments"]
+__all__ = ["MOST_PLANNED", "check_arguments", "parameters_of"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # A run keeps the result of every job it plans (a sample's row, a match draw, a Shapley unit) until
 # it ends. A job waiting for its turn costs nothing (`car.replay.gather_all` makes it when a worker
@@ -234,3 +239,17 @@ def check_arguments(**values: object) -> None:
         rule = _RULES.get(name)
         if rule is not None:
             rule(_SHOWN.get(name, name), value)
+
+
+def parameters_of(
+    function: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[[Callable[..., T]], Callable[P, T]]:
+    """Give a synchronous face (`car.blame`, taking `**options` to name an unknown keyword itself)
+    the parameters of the coroutine function it runs (`car.blame_async`): `help()` lists them and a
+    type checker checks every call (a misspelt keyword, a seed that is a string)."""
+
+    def face(sync: Callable[..., T]) -> Callable[P, T]:
+        sync.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]
+        return sync
+
+    return face

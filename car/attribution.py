@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from car.arguments import JUDGE_SPEC, check_arguments
+from car.arguments import JUDGE_SPEC, check_arguments, parameters_of
 from car.errors import InputError, SpecError, option_name, option_spec
 from car.estimators.contrastive import (
     ContrastiveResult,
@@ -418,6 +418,7 @@ def _labelled(trace: Trace) -> Labelled | None:
     )
 
 
+@parameters_of(blame_async)
 def blame(trace: Trace | str | Path, **options: Any) -> Report:
     """Attribute the failure of a recorded run to its steps, by intervention.
 

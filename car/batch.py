@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from car.arguments import check_arguments
+from car.arguments import check_arguments, parameters_of
 from car.errors import CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.jsonfile import utf8_text
@@ -926,6 +926,7 @@ async def blame_many_async(
     return [r for r in results if r is not None]
 
 
+@parameters_of(blame_many_async)
 def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
     """Attribute every trace in `paths` with one global concurrency limit; results in input order.
 
