@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -302,7 +303,9 @@ def _open_read_only(path: Path, where: str | None = None) -> sqlite3.Connection:
     mounted read-only) has no -shm file and SQLite cannot make one: it is then read as immutable,
     unless its -wal file holds rows, which that would silently leave out (said of `where`, the
     path as the caller names it: `path` by default)."""
-    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    db = sqlite3.connect(
+        f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30.0, check_same_thread=False
+    )
     try:
         db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         return db
@@ -317,11 +320,11 @@ def _open_read_only(path: Path, where: str | None = None) -> sqlite3.Connection:
             f"needs to make {path.name}-shm beside it; copy {path.name} and {wal.name} to a writable "
             "directory and read the copy"
         )
-    return sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
+    return sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True, check_same_thread=False)
 
 
 class RolloutStore:
-    """A SQLite file of stored rollouts and finished reports. Not thread-safe: one writer.
+    """A SQLite file of stored rollouts and finished reports, usable from any thread.
 
     `ways` is what the caller can do instead when the file will not do (see `BLAME_WAYS`): a file
     that is not SQLite, or another program's database, is named for what it is and never offered
@@ -337,6 +340,7 @@ class RolloutStore:
         # on, and its caller says what was not kept. Once damage is found, reads find nothing either.
         self.unwritable: str | None = None
         self.damaged = False
+        self._writing = threading.Lock()  # one connection: two threads' writes, one transaction each
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         if not create and self.path.is_file() and self.path.stat().st_size == 0:
@@ -356,7 +360,9 @@ class RolloutStore:
             except OSError as exc:
                 raise StoreUnavailable(self.path, os_reason(exc), ways) from None
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0)
+            # Any thread may use it (a script that runs `blame_many` in a worker thread with a store
+            # it made, or in `asyncio.to_thread`); `_write` keeps each write a transaction of its own.
+            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
         except sqlite3.Error as exc:
             if _unwritable(exc):
                 raise StoreUnavailable(self.path, str(exc), ways) from None
@@ -481,7 +487,7 @@ class RolloutStore:
         if self.unwritable is not None:
             return 0
         try:
-            with self._intact(), self._db:
+            with self._writing, self._intact(), self._db:
                 return int(self._db.execute(sql, row).rowcount)
         except sqlite3.OperationalError as exc:
             self.unwritable = f"cannot write the store ({exc})"

@@ -1,8 +1,9 @@
 """The Python API as a script uses it: what `help()` and a type checker see of `car.blame` and
-`car.blame_many`."""
+`car.blame_many`, and a store shared with a worker thread."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import car
-from tests.conftest import ROOT
+from car.store import RolloutStore
+from tests.conftest import ROOT, TRACES
 
 
 @pytest.mark.parametrize(
@@ -83,3 +85,23 @@ def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
         'Argument "seed" to "blame" has incompatible type "str"; expected "int"  [arg-type]',
         'Unexpected keyword argument "option" for "blame_many"; did you mean "options"?  [call-arg]',
     ], done.stdout + done.stderr
+
+
+def test_a_store_made_in_one_thread_serves_a_batch_run_in_another(tmp_path: Path) -> None:
+    """A script's `asyncio.to_thread(car.blame_many, ..., store=store)` (or a worker thread) found
+    its store "damaged (SQLite objects created in a thread can only be used in that same thread)",
+    stored nothing, and gave the store up: the next run in the first thread recomputed everything."""
+    store = RolloutStore(tmp_path / "store.sqlite")
+    trace = str(TRACES / "pivot.json")
+
+    async def in_a_thread() -> list[car.TraceResult]:
+        return await asyncio.to_thread(car.blame_many, trace, store=store)
+
+    first = asyncio.run(in_a_thread())
+    assert (store.unwritable, store.damaged) == (None, False)
+    again = car.blame_many(trace, store=store)
+    rollouts = first[0].report.budget.rollouts if first[0].report else 0
+    assert (first[0].fresh_rollouts, first[0].stored_rollouts) == (rollouts, 0)
+    assert (again[0].fresh_rollouts, again[0].stored_rollouts) == (0, rollouts)
+    assert again[0].report == first[0].report
+    store.close()
