@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from car.arguments import check_arguments
-from car.errors import BudgetError, InputError
+from car.errors import BudgetError, InputError, option_name
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, gather_all
@@ -174,7 +174,8 @@ def _check_budget(runner: RowRunner, budget: int) -> None:
         raise BudgetError(
             f"adaptive sampling over {many(runner.m, 'decision step')} needs at least {need} "
             f"rollouts ({record}a first batch of {LOOK_ROWS} rows of up to "
-            f"{many(len(runner.arms()), 'rollout')} each); --budget {budget} is too small"
+            f"{many(len(runner.arms()), 'rollout')} each); {option_name('budget', str(budget))} is "
+            "too small"
         )
 
 

@@ -316,7 +316,9 @@ def _budget_message(
     what = f"{needed} rollouts"
     if calls is not None:
         what += f" and up to {needed * step_cap} policy calls"
-    limit = f"--budget {budget}" + (f" --budget-calls {calls}" if calls is not None else "")
+    limit = option_name("budget", str(budget)) + (
+        f" {option_name('budget_calls', str(calls))}" if calls is not None else ""
+    )
     extra = (
         f" ({EXACT_MIN_REPLICATES} replicates of the 2^{n} coalitions, at worst)"
         if method == "exact"
@@ -445,7 +447,7 @@ async def _play(
         what = "replicates" if exact else "pairs of walks"
         raise BudgetError(
             f"{method} Shapley: fewer than two {what} completed (rollouts errored or the budget is "
-            "too small); check the backend, or raise --budget"
+            f"too small); check the backend, or raise {option_name('budget')}"
         )
     return _result(method, game, spend, kind, estimate, v_all, target, worst, started, notes)
 

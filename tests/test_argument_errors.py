@@ -123,6 +123,34 @@ def test_an_error_from_the_run_is_not_chained_to_the_event_loop_check() -> None:
     assert info.value.__context__ is None
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"method": "shapley", "budget": 3},
+            "permutation Shapley over 3 players needs at least 21 rollouts; budget=3 is too small",
+        ),
+        (
+            {"method": "shapley", "budget": 50, "budget_calls": 3},
+            "permutation Shapley over 3 players needs at least 21 rollouts and up to 168 policy "
+            "calls; budget=50 budget_calls=3 is too small",
+        ),
+    ],
+)
+def test_a_budget_too_small_names_the_keyword_from_python(given: dict[str, Any], message: str) -> None:
+    """It named the command line's `--budget 3` (and `--budget-calls`) to a Python caller."""
+    with pytest.raises(car.BudgetError) as info:
+        car.blame(TRACE, **given)
+    assert str(info.value) == message
+
+
+def test_an_adaptive_budget_too_small_names_the_keyword_from_python() -> None:
+    options = car.BatchOptions(adaptive=True, budget=3)
+    [result] = car.blame_many(TRACE, options=options)
+    assert result.status == "input-error"
+    assert result.error is not None and result.error.endswith("; budget=3 is too small")
+
+
 def test_the_command_line_names_the_option(run_cli: Callable[..., Result]) -> None:
     r = run_cli("blame", TRACE, "--samples", "0", "--no-store")
     assert (r.code, r.err) == (2, "car: error: --samples must be at least 1, got 0\n")

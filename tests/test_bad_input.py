@@ -294,7 +294,7 @@ def test_components_are_closed_when_the_budget_is_refused() -> None:
             self.closed += 1
 
     policy = Closable()
-    with pytest.raises(BudgetError, match="--budget 1 is too small"):
+    with pytest.raises(BudgetError, match="budget=1 is too small"):
         car.blame(trace, policy=policy, method="shapley", budget=1, samples=2)
     assert policy.closed == 1
     policy = Closable()
