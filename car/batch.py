@@ -1,6 +1,9 @@
 """Batch attribution: many traces, one global concurrency limit, one record per trace, nothing lost.
 
-    results = car.blame_many(["runs/"], on_result=print, samples=16)
+    >>> import car
+    >>> results = car.blame_many(["traces/"], options=car.BatchOptions(samples=16))
+    >>> [(r.label, r.status, r.report.locus if r.report else r.error) for r in results][:2]
+    [('traces/and.json', 'ok', 1), ('traces/long-and.json', 'ok', 8)]
 
 Each trace becomes a `TraceResult`: its report, or the one-line error that stopped it (a bad file is
 an input error, a backend that is down a backend error), plus the gates it tripped and its exit code.

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import doctest
+import importlib
 import inspect
 import subprocess
 import sys
@@ -105,3 +107,24 @@ def test_a_store_made_in_one_thread_serves_a_batch_run_in_another(tmp_path: Path
     assert (again[0].fresh_rollouts, again[0].stored_rollouts) == (0, rollouts)
     assert again[0].report == first[0].report
     store.close()
+
+
+def _example_code(doc: str) -> str:
+    """The code of a docstring's indented examples: a plain block as it is, a doctest's lines after
+    their `>>> ` or `... ` prompt (its output lines are doctest's to check)."""
+    lines = [line[4:] for line in doc.splitlines() if line.startswith("    ")]
+    if any(line.startswith(">>> ") for line in lines):
+        lines = [line[4:] for line in lines if line.startswith((">>> ", "... "))]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("module", ["car", "car.attribution", "car.batch"])
+def test_the_docstring_examples_run(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`help(car.batch)` showed `car.blame_many(["runs/"], on_result=print, samples=16)`, a
+    TypeError since `samples` goes in `options=car.BatchOptions(...)`."""
+    monkeypatch.chdir(ROOT)
+    mod = importlib.import_module(module)
+    code = _example_code(mod.__doc__ or "")
+    exec(compile(code, f"{module} docstring", "exec"), {"car": car})
+    outcome = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert (code or outcome.attempted) and outcome.failed == 0
