@@ -450,7 +450,13 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     >>> report.locus
     1
     """
-    return run_blocking("blame", blame_async, trace, **options)
+
+    def advice(key: str) -> str | None:
+        if key == "store":  # the closest keyword is `scorer`, which is no help
+            return "; a store is car.blame_many()'s: car.blame_many(trace, store=...) resumes a trace"
+        return None
+
+    return run_blocking("blame", blame_async, trace, advice=advice, **options)
 
 
 T = TypeVar("T")

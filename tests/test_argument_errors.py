@@ -11,6 +11,7 @@ import pytest
 
 import car
 from car.errors import COMMAND_LINE, InputError, option_name
+from car.store import MemoryStore
 from tests.conftest import TRACES, Result
 
 TRACE = TRACES / "pivot.json"
@@ -92,6 +93,12 @@ def test_blame_many_names_the_python_argument_before_any_work(
             "car.blame() got an unexpected keyword argument 'sample'; did you mean 'samples'?",
         ),
         ("blame", {"colour": True}, "car.blame() got an unexpected keyword argument 'colour'"),
+        (
+            "blame",
+            {"store": MemoryStore()},
+            "car.blame() got an unexpected keyword argument 'store'; a store is car.blame_many()'s: "
+            "car.blame_many(trace, store=...) resumes a trace",
+        ),
         (
             "blame_many",
             {"samples": 8},
