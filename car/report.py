@@ -45,10 +45,10 @@ class _Model(BaseModel):
 class Estimate(_Model):
     """A point estimate with a two-sided interval at the report's `level`; null when no data."""
 
-    estimate: float | None
-    low: float | None
-    high: float | None
-    n: int = 0
+    estimate: float | None = Field(description="the point estimate; null when nothing was observed")
+    low: float | None = Field(description="the interval's lower end")
+    high: float | None = Field(description="the interval's upper end")
+    n: int = Field(default=0, description="the observations it rests on (rollouts or draws)")
 
     @classmethod
     def of(cls, estimate: float, low: float, high: float, n: int) -> Estimate:
@@ -58,8 +58,10 @@ class Estimate(_Model):
 
 
 class StepReport(_Model):
-    index: int
-    actor: str
+    """One step of the trace, with its estimates when it is a decision step."""
+
+    index: int = Field(description="the step's place in the trace, from 0")
+    actor: str = Field(description="the id of the actor that took the step")
     decision: bool = Field(description="whether replay can hold, resample or force this step")
     action: str = Field(description="a one-line summary of the recorded action")
     rescue: Estimate | None = Field(
@@ -71,18 +73,28 @@ class StepReport(_Model):
     drop: Estimate | None = Field(
         default=None, description="adjacent drop p(k+1) - p(k): the marginal effect of this step"
     )
-    match_rate: Estimate | None = None
-    verdict: Literal["locus", "contributing", "not significant", "no data"] | None = None
-    never_reproduced: bool = False
+    match_rate: Estimate | None = Field(
+        default=None, description="share of draws at the recorded context that took the recorded action"
+    )
+    verdict: Literal["locus", "contributing", "not significant", "no data"] | None = Field(
+        default=None,
+        description="locus: the point of commitment; contributing: a significant adjacent drop; "
+        "null for a step that is not a decision, or when no step was estimated",
+    )
+    never_reproduced: bool = Field(
+        default=False, description="no draw at the recorded context took the recorded action"
+    )
 
 
 class Budget(_Model):
-    rollouts: int
-    policy_calls: int
-    env_calls: int = 0
-    reused: int = 0
-    errored: int = 0
-    unscorable: int = 0
+    """What a run used (a resumed run counts its stored rollouts as the first run did)."""
+
+    rollouts: int = Field(description="rollouts run, Shapley's included")
+    policy_calls: int = Field(description="actions drawn from the policy, match draws included")
+    env_calls: int = Field(default=0, description="environment steps executed")
+    reused: int = Field(default=0, description="forks that were an existing rollout, run no second time")
+    errored: int = Field(default=0, description="rollouts ended by an error (excluded)")
+    unscorable: int = Field(default=0, description="rollouts the scorer could not score (excluded)")
     match_errors: int = Field(
         default=0, description="match draws that failed (left out of the match rate)"
     )
@@ -91,26 +103,32 @@ class Budget(_Model):
 class ShapleyPlayer(_Model):
     """One player of the Shapley game: a step, an agent (all its decision steps) or a group."""
 
-    id: str
-    steps: list[int]
-    value: float
-    low: float
-    high: float
+    id: str = Field(description="the step index, the agent's id, or the group's steps")
+    steps: list[int] = Field(description="the steps the player holds or re-decides")
+    value: float = Field(description="its Shapley value (the values add up to v_all - v_none)")
+    low: float = Field(description="the value's lower bound at `level`")
+    high: float = Field(description="the value's upper bound at `level`")
     share: float | None = Field(default=None, description="value / total, when the total is not 0")
 
 
 class ShapleyReport(_Model):
     """Shapley credit over players; `total` (sum of values) sits beside `v_all - v_none`."""
 
-    method: Literal["exact", "permutation"]
-    players_kind: Literal["steps", "agents", "groups"] = "steps"
-    players: list[ShapleyPlayer]
-    total: float
-    v_all: Estimate
-    v_none: Estimate
-    budget: Budget
-    budget_reached: bool = False
-    target_width: float | None = None
+    method: Literal["exact", "permutation"] = Field(
+        description="exact: every coalition per replicate; permutation: fork-walks"
+    )
+    players_kind: Literal["steps", "agents", "groups"] = Field(
+        default="steps", description="what a player is (--players)"
+    )
+    players: list[ShapleyPlayer] = Field(description="the players with their values")
+    total: float = Field(description="the sum of the players' values")
+    v_all: Estimate = Field(description="failure rate with every player held (the record)")
+    v_none: Estimate = Field(description="failure rate with every player re-decided")
+    budget: Budget = Field(description="what the Shapley run used")
+    budget_reached: bool = Field(default=False, description="it stopped at its budget")
+    target_width: float | None = Field(
+        default=None, description="the interval half-width at which it would stop early"
+    )
     budget_limit: int | None = Field(default=None, description="the rollout budget (--budget)")
     budget_calls_limit: int | None = Field(default=None, description="the policy-call budget")
     level: float | None = Field(default=None, description="two-sided level of the intervals")
@@ -119,7 +137,7 @@ class ShapleyReport(_Model):
         description="independent units: replicates of the whole game (exact) or pairs of walks",
     )
     summary: str | None = Field(default=None, description="one sentence on who carries the credit")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="lines about the Shapley run")
 
 
 class Adaptive(_Model):
@@ -128,12 +146,16 @@ class Adaptive(_Model):
     certified: bool = Field(
         description="true: the locus holds at `confidence` (anytime-valid); false: a best guess"
     )
-    confidence: float
-    target_width: float | None = None
+    confidence: float = Field(description="the level at which the locus is certified")
+    target_width: float | None = Field(
+        default=None, description="the half-width at which open intervals stop sampling"
+    )
     budget: int = Field(description="the rollout budget requested")
     rollouts: int = Field(description="rollouts run by the adaptive loop (match draws not included)")
     rows: int = Field(description="replicates observed")
-    stopped: Literal["certified", "target-width", "budget", "nothing-to-attribute"]
+    stopped: Literal["certified", "target-width", "budget", "nothing-to-attribute"] = Field(
+        description="why sampling stopped"
+    )
     open_steps: list[int] = Field(
         default_factory=list, description="steps whose verdict could still change the locus"
     )
@@ -142,7 +164,7 @@ class Adaptive(_Model):
         description="the largest effect the open steps may still have: their upper bounds at the "
         "level that decides (Bonferroni over the steps), not the displayed per-step intervals'",
     )
-    statement: str
+    statement: str = Field(description="one sentence on what the run certified, or its guess")
 
 
 class Labelled(_Model):
@@ -155,18 +177,24 @@ class Labelled(_Model):
 
 
 class Specs(_Model):
-    policy: str
-    env: str
-    scorer: str
+    """The components the run used, as spec strings."""
+
+    policy: str = Field(description="the policy that re-decided steps")
+    env: str = Field(description="the environment that answered tool calls")
+    scorer: str = Field(description="the scorer: 1 is the failure, 0 none")
 
 
 class Report(_Model):
-    version: Literal["car.report/v1"] = "car.report/v1"
-    car_version: str
-    trace_id: str
-    trace_path: str | None = None
-    trace_hash: str
-    method: Literal["contrastive", "shapley"] = "contrastive"
+    """What `car.blame` returns and `car blame --format json` writes (`car.report/v1`)."""
+
+    version: Literal["car.report/v1"] = Field(default="car.report/v1", description="the format")
+    car_version: str = Field(description="the car that made the report")
+    trace_id: str = Field(description="the trace's id")
+    trace_path: str | None = Field(default=None, description="the trace file, when read from one")
+    trace_hash: str = Field(description="sha256 of the trace's canonical JSON")
+    method: Literal["contrastive", "shapley"] = Field(
+        default="contrastive", description="shapley when Shapley credit was computed (`shapley`)"
+    )
     method_reason: str | None = Field(
         default=None, description="why Shapley ran (the fallback rule that fired), if it did"
     )
@@ -177,33 +205,57 @@ class Report(_Model):
     labelled: Labelled | None = Field(
         default=None, description="the mistake the run's dataset labelled, when the trace carries one"
     )
-    status: Literal["ok", "backend-errors"] = "ok"
-    headline: str
-    locus: int | None
-    locus_actor: str | None = None
-    abstained_reason: str | None = None
-    rollouts_needed_per_step: int | None = None
-    largest_drop: int | None = None
-    shared: list[int] = Field(default_factory=list)
-    factual: Estimate
-    factual_exact: bool
-    steps: list[StepReport]
-    match_rate: Estimate
-    never_reproduced: list[int] = Field(default_factory=list)
-    divergence_rate: float
-    first_error: str | None = None
-    notes: list[str] = Field(default_factory=list)
-    shapley: ShapleyReport | None = None
+    status: Literal["ok", "backend-errors"] = Field(
+        default="ok", description="backend-errors: more rollouts errored than max_error_rate allows"
+    )
+    headline: str = Field(description="one sentence: the step that decided the run, or why none")
+    locus: int | None = Field(
+        description="the point of commitment: the latest step whose re-decision removes "
+        "significantly more than min_effect of the failure; null when car abstains"
+    )
+    locus_actor: str | None = Field(default=None, description="the actor of the locus step")
+    abstained_reason: str | None = Field(
+        default=None, description="why no step is named (null when one is)"
+    )
+    rollouts_needed_per_step: int | None = Field(
+        default=None, description="after an abstention, about the samples per step that would decide"
+    )
+    largest_drop: int | None = Field(
+        default=None, description="the step with the largest positive adjacent drop"
+    )
+    shared: list[int] = Field(
+        default_factory=list,
+        description="the steps whose adjacent drop is significant; two or more: shared credit",
+    )
+    factual: Estimate = Field(
+        description="failure rate of the record replayed with every step held, v(N)"
+    )
+    factual_exact: bool = Field(
+        description="the factual arm is one scoring of the record (a deterministic scorer)"
+    )
+    steps: list[StepReport] = Field(description="every step of the trace, in order")
+    match_rate: Estimate = Field(description="the action-match rate over every decision step")
+    never_reproduced: list[int] = Field(
+        default_factory=list, description="decision steps whose recorded action no draw took"
+    )
+    divergence_rate: float = Field(
+        description="share of rollouts in which a held step's context differed from the record's"
+    )
+    first_error: str | None = Field(default=None, description="the first error a rollout or draw met")
+    notes: list[str] = Field(default_factory=list, description="what else the reader should know")
+    shapley: ShapleyReport | None = Field(
+        default=None, description="Shapley credit, when it ran (see docs/shapley.md)"
+    )
     adaptive: Adaptive | None = Field(
         default=None, description="present when sampling was adaptive: certified or best guess"
     )
-    budget: Budget
-    seed: int
-    level: float
-    min_effect: float
-    samples: int
-    match_samples: int
-    specs: Specs
+    budget: Budget = Field(description="what the whole run used")
+    seed: int = Field(description="the seed every random draw is keyed by")
+    level: float = Field(description="two-sided level of the displayed intervals")
+    min_effect: float = Field(description="the smallest effect a locus must clear")
+    samples: int = Field(description="rollouts per decision step (adaptive: the fewest any step got)")
+    match_samples: int = Field(description="match draws per decision step")
+    specs: Specs = Field(description="the policy, environment and scorer, as spec strings")
 
     def step(self, index: int) -> StepReport:
         return self.steps[index]
