@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from car.errors import InputError, SpecError
+from car.errors import InputError, SpecError, option_name
 
 if TYPE_CHECKING:
     from car.protocols import Environment, Policy, Scorer, Trajectory
@@ -87,7 +87,8 @@ def check_builtin(kind: str, spec: str) -> str | None:
     if scheme not in _BUILTIN[kind] and spec not in _BUILTIN[kind]:
         if _names_file(spec):
             return (
-                f"{spec!r} names code; a trace may name built-in components only (pass it with --{kind})"
+                f"{spec!r} names code; a trace may name built-in components only (pass it with "
+                f"{option_name(kind)})"
             )
         return f"unknown built-in {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec)}"
     if scheme == "sim:":

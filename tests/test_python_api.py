@@ -1,5 +1,6 @@
 """The Python API as a script uses it: what `help()` and a type checker see of `car.blame` and
-`car.blame_many`, and a store shared with a worker thread."""
+`car.blame_many`, docstring examples, the report's described fields, a store shared with a worker
+thread, and errors that name Python's keywords."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ import asyncio
 import doctest
 import importlib
 import inspect
+import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import car
 from car.store import RolloutStore
-from tests.conftest import ROOT, TRACES
+from tests.conftest import ROOT, TRACES, Result
 
 
 @pytest.mark.parametrize(
@@ -141,3 +144,19 @@ def test_every_field_of_the_report_is_described() -> None:
         if not field.get("description")
     ]
     assert undescribed == []
+
+
+def test_a_trace_naming_code_is_told_the_keyword_from_python(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """A trace may name built-in components only; from Python the advice said `--scorer`."""
+    doc = json.loads((TRACES / "pivot.json").read_text(encoding="utf-8"))
+    doc["replay"]["scorer"] = "scorers/refund.py@refund_outside_window"
+    path = tmp_path / "code.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(car.InputError) as info:
+        car.blame(path)
+    assert str(info.value).startswith(f"{path}: $.replay.scorer: ")
+    assert str(info.value).endswith("built-in components only (pass it with scorer=)")
+    r = run_cli("blame", path, "--no-store")
+    assert r.code == 2 and r.err.endswith("built-in components only (pass it with --scorer)\n")
