@@ -29,6 +29,7 @@ from car.arguments import check_arguments, parameters_of
 from car.errors import CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.jsonfile import utf8_text
+from car.protocols import Environment, Policy, Scorer
 from car.report import Report, listed, many
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
@@ -171,9 +172,9 @@ def in_shard(trace_id: str, shard: tuple[int, int]) -> bool:
 class BatchOptions:
     """What `blame` needs for every trace of a batch (picklable: the Ray executor ships it)."""
 
-    policy: Any = None
-    env: Any = None
-    scorer: Any = None
+    policy: str | Policy | None = None  # None: the trace's own (see `car.blame`)
+    env: str | Environment | None = None
+    scorer: str | Scorer | None = None
     samples: int = 32
     match_samples: int = 8
     seed: int = 0

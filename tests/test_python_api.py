@@ -46,7 +46,7 @@ def test_help_lists_the_keywords_of_the_synchronous_functions(
 
 def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
     """A misspelt keyword or a value of the wrong type passed `mypy --strict`: `car.blame` and
-    `car.blame_many` took `**Any`."""
+    `car.blame_many` took `**Any`, and `BatchOptions` typed its components `Any`."""
     script = tmp_path / "script.py"
     script.write_text(
         textwrap.dedent(
@@ -60,6 +60,7 @@ def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
             car.blame("run.json", sample=8)
             car.blame("run.json", seed="1")
             car.blame_many("runs/", option=car.BatchOptions())
+            car.BatchOptions(policy=3)
             """
         ),
         encoding="utf-8",
@@ -89,6 +90,8 @@ def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
         'Unexpected keyword argument "sample" for "blame"; did you mean "samples"?  [call-arg]',
         'Argument "seed" to "blame" has incompatible type "str"; expected "int"  [arg-type]',
         'Unexpected keyword argument "option" for "blame_many"; did you mean "options"?  [call-arg]',
+        'Argument "policy" to "BatchOptions" has incompatible type "int"; '
+        'expected "str | Policy | None"  [arg-type]',
     ], done.stdout + done.stderr
 
 
