@@ -164,6 +164,12 @@ def _object(name: str, value: object, *, what: str, members: tuple[str, ...]) ->
 def _callable(name: str, value: object, *, what: str) -> None:
     if value is not None and not callable(value):
         raise InputError(f"{option_name(name)} must be {what} or None, got {_given(value)}")
+    if inspect.iscoroutinefunction(value):  # called and never awaited: its body would never run
+        raise InputError(
+            f"{option_name(name)} must be {what} or None, got the coroutine function "
+            f"{getattr(value, '__name__', '?')!r}: car calls it without awaiting it, so its body "
+            "would never run; make it a plain function"
+        )
 
 
 # The judge as car's advice spells it: the scorer that fits any run. Named here for `scorer=` of

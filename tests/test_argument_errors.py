@@ -61,6 +61,29 @@ def _both_refuse(given: dict[str, Any], message: str, name: str = "blame") -> No
     assert str(info.value) == message
 
 
+async def _callback(*args: object) -> None:
+    raise AssertionError("never awaited")
+
+
+@pytest.mark.parametrize(
+    ("name", "keyword", "what"),
+    [
+        ("blame", "progress", "a function (phase, done, total)"),
+        ("blame_many", "on_result", "a function taking each car.TraceResult"),
+        ("blame_many", "on_interrupted", "a function taking each car.TraceResult"),
+    ],
+)
+def test_an_async_callback_is_refused_before_any_work(name: str, keyword: str, what: str) -> None:
+    """car calls its callbacks and never awaits them: `on_result=async_fn` ran the batch, never ran
+    the callback's body, and left only a RuntimeWarning that a coroutine was never awaited."""
+    _both_refuse(
+        {keyword: _callback},
+        f"{keyword}= must be {what} or None, got the coroutine function '_callback': car calls it "
+        "without awaiting it, so its body would never run; make it a plain function",
+        name,
+    )
+
+
 @pytest.mark.parametrize(
     ("options", "kwargs", "message"),
     [
