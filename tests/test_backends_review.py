@@ -324,8 +324,7 @@ def test_choices_that_are_not_a_list_name_the_policy() -> None:
 
 # -- 5. a server that ignores seed --------------------------------------------------------------------
 def test_a_server_that_ignores_seed_is_said_to_draw_uncoupled_samples() -> None:
-    # The default model answers with a random word: what a real model does asked for one. (A
-    # scenario's model answers the probe alike whatever the seed: it decides by turn count.)
+    # The default model answers with a random word: what a real model does asked for one.
     trace = load_trace(TRACE)
     with LoopbackServer(seed="ignore") as server:
         policy = OpenAIPolicy("any", trace, options=_options(server.url))
@@ -333,6 +332,18 @@ def test_a_server_that_ignores_seed_is_said_to_draw_uncoupled_samples() -> None:
     (line,) = [n for n in policy.notes() if "samples" in n]
     assert "not seed_repeatable" in line and "uncoupled" in line
     assert "common random numbers" not in line
+
+
+def test_a_scenario_served_without_seeds_is_said_to_draw_uncoupled_samples() -> None:
+    """`python -m car.testing --scenario support-refund --seed ignore`: the scenario's model answered
+    the seed probe (no system prompt of the scenario's) by turn count, alike whatever the seed, and
+    the report claimed common random numbers for a server that ignores seeds."""
+    trace = load_trace(TRACE)
+    with _server(seed="ignore") as server:
+        policy = _policy("openai", server, trace)
+        _draw(policy, trace)
+    (line,) = [n for n in policy.notes() if "samples" in n]
+    assert "not seed_repeatable" in line and "uncoupled" in line
 
 
 def _same_answer_to_plain_questions(

@@ -115,6 +115,7 @@ class ScenarioModel:
 
     The deciding actor is the one whose system prompt opens the conversation. Its own assistant turns
     and tool results, and other actors' turns rendered as named user messages, become the history.
+    A conversation that opens with no actor's system prompt is answered as `TextModel` answers it.
     """
 
     scenario: Scenario
@@ -122,9 +123,13 @@ class ScenarioModel:
     def __call__(
         self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float
     ) -> Action:
-        actors = self.scenario.actors
         system = next((m.content for m in messages if m.role == "system"), None)
-        actor = next((a for a in actors if a.system_prompt == system), actors[0])
+        actor = next((a for a in self.scenario.actors if a.system_prompt == system), None)
+        if actor is None:
+            # Not a conversation of the scenario (a capability probe, a judge's or a simulated
+            # tool's prompt): answer as a model does, at random. The scenario's program decides by
+            # turn count alone, so it would answer the seed probe alike whatever the seed.
+            return TextModel()(messages, tools, u)
         turns: list[Turn] = []
         task_seen = False
         for m in messages:
