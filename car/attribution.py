@@ -338,10 +338,10 @@ def record_refusal(
     scorer: Scorer, values: Sequence[float], first_error: str | None = None
 ) -> str | None:
     """Why there is nothing to attribute when the scorer gave the recorded run `values` (none that
-    is a number: it failed on it, when the run's `first_error` is the scorer's, or it cannot score
-    it; a mean of 0: it did not fail), or None: there is a failure."""
+    is a number: it or its server failed on it, when the run's `first_error` is the scorer's, or it
+    cannot score it; a mean of 0: it did not fail), or None: there is a failure."""
     scored = [v for v in values if not math.isnan(v)]
-    if not scored and scorer_failed(first_error):
+    if not scored and first_error is not None and first_error.startswith(("scorer ", "scoring: ")):
         return (
             f"the scorer failed on the recorded run ({first_error}), so there is no failure to "
             "compare against"
@@ -497,7 +497,8 @@ def run_blocking(
 
 def scorer_failed(first_error: str | None) -> bool:
     """Whether a run's first error is its scorer's (it raised, or answered what is no score): the
-    scorer, user code or a built-in given the wrong options, is what to fix, not the backend."""
+    scorer, user code or a built-in given the wrong options, is what to fix, not the backend. (A
+    scorer's server that failed, a judge's, is a backend failure: its error starts "scoring: ".)"""
     return first_error is not None and first_error.startswith("scorer ")
 
 

@@ -408,9 +408,10 @@ class Replay:
                 self.scorer.spec, await self.scorer.score(traj, self.key(replicate, -1, "score"))
             )
         except Exception as exc:
-            return self._errored(
-                plan, replicate, turns, states, calls, exc, f"scorer {self.scorer.spec!r}"
-            )
+            # A scorer's server that failed (a judge's) is a backend failure, not the scorer's
+            # fault: its error does not start "scorer " (`car.attribution.scorer_failed`).
+            at = "scoring" if isinstance(exc, BackendError) else f"scorer {self.scorer.spec!r}"
+            return self._errored(plan, replicate, turns, states, calls, exc, at)
         self.counters.rollouts += 1
         status: Status = "ok" if value is not None else "unscorable"
         if value is None:

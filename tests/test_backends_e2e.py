@@ -192,6 +192,20 @@ def test_some_errored_rollouts_are_excluded_but_the_run_succeeds() -> None:
     assert any(f"{report.budget.errored} of" in n for n in report.notes)
 
 
+@pytest.mark.parametrize("fault", ["quota", "drop"])
+def test_a_judge_whose_server_fails_is_a_backend_failure(
+    fault: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A judge out of credit, or one whose server never answers, exited 2 (an input error, as for a
+    scorer that raised) where the policy's own server failing the same way exits 3."""
+    with _server() as server, LoopbackServer(faults=Faults(rates={fault: 1.0})) as judge_server:
+        judge = f"llm-judge:openai:judge?base_url={judge_server.url}"
+        args = _blame(POLICY, server.url, "--samples", "3", "--match-samples", "1", "--scorer", judge)
+        code, _out, err = _cli([*args, "--no-progress"], capsys)
+    assert code == 3, err
+    assert "too many rollouts errored (" in err and f"first: scoring: {judge}: " in err
+
+
 # -- secrets ---------------------------------------------------------------------------------------
 def _scan(*texts: str) -> None:
     for t in texts:
