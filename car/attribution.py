@@ -573,9 +573,12 @@ def _report(
         if replay.counters.match_errors:
             failed = replay.counters.match_errors
             were = "was" if failed == 1 else "were"
+            # With no errored rollout (whose note names the run's first error) the first error is
+            # a match draw's, and this note is the only place the table and markdown can show it.
+            first = f"first: {c.first_error}" if not c.errors else "the first error is in the report"
             notes.append(
                 f"{failed} of {many(matches.size, 'match draw')} failed and {were} left out of the "
-                "action-match rate (the first error is in the report)"
+                f"action-match rate ({first})"
             )
         if never and len(never) == len(decisions):
             # No draw took any recorded action. A wrong policy does that, but so does the recording

@@ -149,6 +149,9 @@ def test_one_failed_match_draw_costs_that_draw_only() -> None:
         report.notes
     )
     assert report.first_error == f"match draw at step {trace.decision_steps[0]}: Hiccup: transient 503"
+    # No rollout errored, so no other note names the first error: this one does (it said "the
+    # first error is in the report", which the table and markdown did not show).
+    assert any(n.endswith(f"rate (first: {report.first_error})") for n in report.notes)
 
     @dataclass
     class EveryDrawFails:
