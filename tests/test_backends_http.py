@@ -332,3 +332,67 @@ def test_a_report_counts_only_the_limit_cuts_its_own_429s_made() -> None:
         asyncio.run(main())
     finally:
         http_backend._LIMITERS.pop(url, None)
+
+
+def _page(title: str) -> str:
+    return f"<!DOCTYPE html>\n<html><head><title>{title}</title></head><body>{'x' * 300}</body></html>"
+
+
+@pytest.mark.parametrize("status", [200, 404, 405, 501])
+def test_a_web_page_answering_fails_at_once_and_asks_for_the_base_url(status: int) -> None:
+    """A web server at the base URL (`python -m http.server` answers POST with 501, a web app with
+    its page): a 200 page was retried as a malformed body, a 501 as a server error, six attempts
+    each, then the error quoted the page's markup and said nothing of the URL."""
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(status, text=_page("My App"), headers={"content-type": "text/html"})
+
+    async def main() -> None:
+        http = HttpBackend(
+            "openai",
+            "http://127.0.0.1:9/v1",
+            {},
+            backoff_base=0.0,
+            transport=httpx.MockTransport(handler),
+        )
+        try:
+            await http.post_json("chat/completions", {"model": "m"})
+        finally:
+            await http.aclose()
+
+    with pytest.raises(BackendError) as caught:
+        asyncio.run(main())
+    assert len(sent) == 1
+    assert str(caught.value) == (
+        f"openai: http://127.0.0.1:9/v1/chat/completions: HTTP {status}"
+        + (" with" if status == 200 else ":")
+        + " an HTML page ('My App'), not the model API's JSON: is the base URL right?"
+    )
+
+
+def test_a_proxys_error_page_is_retried_and_named_by_its_title() -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(502, text=_page("502 Bad Gateway"), headers={"content-type": "text/html"})
+
+    async def main() -> None:
+        http = HttpBackend(
+            "openai",
+            "http://127.0.0.1:9/v1",
+            {},
+            max_attempts=3,
+            backoff_base=0.0,
+            transport=httpx.MockTransport(handler),
+        )
+        try:
+            await http.post_json("chat/completions", {"model": "m"})
+        finally:
+            await http.aclose()
+
+    with pytest.raises(BackendError, match=r"last: HTTP 502: an HTML page \('502 Bad Gateway'\)$"):
+        asyncio.run(main())
+    assert len(sent) == 3

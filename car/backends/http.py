@@ -1,8 +1,10 @@
 """The HTTP layer every model backend shares: retries, an adaptive concurrency limit, secret hygiene.
 
-- `post_json` retries 408, 409, 429, 5xx, connection errors, timeouts and unparseable bodies with
-  exponential backoff and full jitter, honouring `retry-after-ms` and `Retry-After` (seconds or an
-  HTTP date), bounded by `max_attempts` and a cap per wait. Any other status fails at once.
+- `post_json` retries 408, 409, 429, 5xx but 501, connection errors, timeouts and unparseable bodies
+  (but an HTML page: a web server answering, not the API) with exponential backoff and full jitter,
+  honouring `retry-after-ms` and `Retry-After` (seconds or an HTTP date), bounded by `max_attempts`
+  and a cap per wait. Any other status fails at once; an HTML page in a 2xx or 4xx answer says to
+  check the base URL.
 - A server that has never answered is given up on: once one request has used all its attempts without
   any HTTP response (connection refused, no route, nothing but timeouts) and no request to that server
   got one meanwhile, every later request fails at once with the same one-line `BackendError` instead
@@ -37,6 +39,7 @@ import email.utils
 import importlib.util
 import json
 import random
+import re
 import sys
 import time
 from collections import deque
@@ -67,7 +70,7 @@ __all__ = [
     "retry_after_seconds",
 ]
 
-RETRY_STATUSES = frozenset({408, 409, 429})
+RETRY_STATUSES = frozenset({408, 409, 429})  # and 5xx but 501 (`_retried`)
 GIVE_UP_SECONDS = 30.0  # how long a server given up on is failed at once, per base URL
 GIVE_UP_AFTER = 3  # requests in a row that used all their attempts before the server is given up on
 _PER_SHARD = 8  # requests in flight per httpx client
@@ -380,6 +383,11 @@ class HttpBackend:
                         try:
                             data = json.loads(text)
                         except ValueError:
+                            if _html_title(text) is not None:  # a web page: retrying cannot help
+                                self.stats.failures += not optional
+                                message = f"{url}: HTTP {status} with {_error_text(text)}{_NOT_API}"
+                                message = self._redact(f"{self.name}: {message}")
+                                raise HTTPStatusFailure(message, status, self._redact(text)) from None
                             last = f"HTTP {status} with a body that is not JSON: {text[:80]!r}"
                             self.stats.note("malformed")
                         else:
@@ -402,7 +410,7 @@ class HttpBackend:
                         self._give_up(failing)
                         message = self._redact(f"{self.name}: {failing}")
                         raise HTTPStatusFailure(message, status, self._redact(text)) from None
-                    elif status == 429 or (not optional and (status in RETRY_STATUSES or status >= 500)):
+                    elif status == 429 or (not optional and _retried(status)):
                         retry_after = retry_after_seconds(resp.headers)
                         last = f"HTTP {status}: {_error_text(text)}"
                         self.stats.note(str(status))
@@ -412,7 +420,9 @@ class HttpBackend:
                             self.stats.limit_cuts += self.limiter.rate_limited(epoch)
                     else:
                         self.stats.failures += not optional  # a probe's "no" is an answer
-                        message = self._redact(f"{self.name}: {url}: HTTP {status}: {_error_text(text)}")
+                        page = _NOT_API if _html_title(text) is not None else ""
+                        message = f"{url}: HTTP {status}: {_error_text(text)}{page}"
+                        message = self._redact(f"{self.name}: {message}")
                         raise HTTPStatusFailure(message, status, self._redact(text)) from None
             if optional and not rate_limited:
                 raise BackendError(self._redact(f"{self.name}: {url}: {last}")) from None
@@ -498,8 +508,32 @@ def _out_of_quota(body: str) -> bool:
     return isinstance(err, dict) and "insufficient_quota" in (err.get("code"), err.get("type"))
 
 
+def _retried(status: int) -> bool:
+    """Whether an error status is worth another attempt: 501 Not Implemented never changes (a web
+    server that takes no POST, such as `python -m http.server` on port 8000, vLLM's default)."""
+    return status in RETRY_STATUSES or (status >= 500 and status != 501)
+
+
+# Said of an HTML page that answers a request the API would answer with JSON (a 5xx page from a
+# proxy in front of the server is retried and says nothing of the URL).
+_NOT_API = ", not the model API's JSON: is the base URL right?"
+
+
+def _html_title(body: str) -> str | None:
+    """The title of an HTML page ("" when it has none), or None: the body is not HTML."""
+    head = body.lstrip()[:512].lower()
+    if not head.startswith(("<!doctype html", "<html")):
+        return None
+    found = re.search(r"<title[^>]*>(.*?)</title>", body[:4096], re.IGNORECASE | re.DOTALL)
+    return " ".join(found.group(1).split())[:80] if found else ""
+
+
 def _error_text(body: str) -> str:
-    """The server's own error message if it sent one, else the start of the body, on one line."""
+    """The server's own error message if it sent one, an HTML page by its title, else the start
+    of the body, on one line."""
+    title = _html_title(body)
+    if title is not None:
+        return f"an HTML page ({title!r})" if title else "an HTML page"
     try:
         data = json.loads(body)
     except ValueError:
