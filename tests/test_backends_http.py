@@ -396,3 +396,29 @@ def test_a_proxys_error_page_is_retried_and_named_by_its_title() -> None:
     with pytest.raises(BackendError, match=r"last: HTTP 502: an HTML page \('502 Bad Gateway'\)$"):
         asyncio.run(main())
     assert len(sent) == 3
+
+
+def test_a_password_in_the_base_url_is_kept_out_of_messages() -> None:
+    """`--base-url http://user:PASSWORD@host/v1` (basic auth to a proxy): errors, the report's
+    network note and the JSON printed the password."""
+    password = "pw-7f3a9c1e-SECRET"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"error": {"message": "upstream failed"}})
+
+    async def main(url: str) -> tuple[str, str | None]:
+        http = HttpBackend(
+            "openai", url, {}, max_attempts=2, backoff_base=0.0, transport=httpx.MockTransport(handler)
+        )
+        try:
+            await http.post_json("chat/completions", {"model": "m"})
+        except BackendError as exc:
+            return str(exc), http.summary()
+        finally:
+            await http.aclose()
+        raise AssertionError("no error")
+
+    for url in (f"http://user:{password}@127.0.0.1:9/v1", f"http://{password}@127.0.0.1:9/v1"):
+        error, summary = asyncio.run(main(url))
+        assert "HTTP 500: upstream failed" in error and summary is not None
+        assert password not in error + summary and "***@127.0.0.1:9/v1" in error + summary

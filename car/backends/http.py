@@ -42,6 +42,7 @@ import random
 import re
 import sys
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -288,7 +289,7 @@ class HttpBackend:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self._headers = dict(headers)
-        self._secrets = tuple(s for s in secrets if s)
+        self._secrets = tuple(s for s in (*secrets, _url_secret(self.base_url)) if s)
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
         self.backoff_base = backoff_base
@@ -506,6 +507,13 @@ def _out_of_quota(body: str) -> bool:
         return False
     err = data.get("error") if isinstance(data, dict) else None
     return isinstance(err, dict) and "insufficient_quota" in (err.get("code"), err.get("type"))
+
+
+def _url_secret(url: str) -> str | None:
+    """The credential a URL carries (`http://user:PASSWORD@host`, or a lone `http://TOKEN@host`),
+    which httpx sends as basic auth: it is kept out of messages as the key is."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.password or parts.username
 
 
 def _retried(status: int) -> bool:
