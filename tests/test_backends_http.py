@@ -422,3 +422,18 @@ def test_a_password_in_the_base_url_is_kept_out_of_messages() -> None:
         error, summary = asyncio.run(main(url))
         assert "HTTP 500: upstream failed" in error and summary is not None
         assert password not in error + summary and "***@127.0.0.1:9/v1" in error + summary
+
+
+def test_a_server_that_takes_requests_but_answers_too_late_is_not_said_to_be_down() -> None:
+    """Nothing but read timeouts (a local model slower than `timeout`): the line asked "is the server
+    running, and is the base URL right?", of a server that took every request."""
+    faults = Faults(rates={"slow": 1.0}, slow_seconds=1.0)
+    with LoopbackServer(faults=faults) as server, pytest.raises(BackendError) as caught:
+        _post(server, timeout=0.2, max_attempts=2)
+    message = str(caught.value)
+    assert "no answer in 2 attempts (last: timed out after 0.2s (ReadTimeout))" in message
+    assert "is the server running" not in message
+    assert message.endswith(
+        "did not answer in time: is it busy, or does it need a longer timeout "
+        "(the `timeout` setting, CAR_TIMEOUT=SECONDS)?"
+    )

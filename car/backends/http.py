@@ -355,6 +355,7 @@ class HttpBackend:
         payload = json.dumps(body).encode()
         headers = {"content-type": "application/json"}
         last = "no attempt made"
+        slow = False  # the last attempt was sent but not answered in time (the server is there)
         started = _now()
         for attempt in range(self.max_attempts):
             verdict = self._given_up()
@@ -371,9 +372,11 @@ class HttpBackend:
                     text = resp.text
                 except httpx.TimeoutException as exc:
                     last = f"timed out after {self.timeout:g}s ({type(exc).__name__})"
+                    slow = isinstance(exc, httpx.ReadTimeout)
                     self.stats.note("timeout")
                 except httpx.TransportError as exc:
                     last = f"connection failed ({type(exc).__name__}: {exc})"
+                    slow = False
                     self.stats.note("connection")
                 else:
                     self._answered = True
@@ -437,9 +440,14 @@ class HttpBackend:
         # another request meanwhile means it is up, and this one was unlucky.
         tries = f"{self.max_attempts} attempt" + ("s" if self.max_attempts > 1 else "")
         if not self._answered and self._reach.answered_at < started:
+            advice = (
+                "it took the request but did not answer in time: is it busy, or does it need a "
+                "longer timeout (the `timeout` setting, CAR_TIMEOUT=SECONDS)?"
+                if slow
+                else "is the server running, and is the base URL right?"
+            )
             self._reach.verdict = self._redact(
-                f"cannot reach {self.base_url}: no answer in {tries} (last: {last}); "
-                "is the server running, and is the base URL right?"
+                f"cannot reach {self.base_url}: no answer in {tries} (last: {last}); {advice}"
             )
             self._reach.until = _now() + GIVE_UP_SECONDS
             raise BackendError(self._redact(f"{self.name}: {self._reach.verdict}")) from None
