@@ -206,6 +206,29 @@ def test_a_judge_whose_server_fails_is_a_backend_failure(
     assert "too many rollouts errored (" in err and f"first: scoring: {judge}: " in err
 
 
+def test_a_refused_key_says_which_variable_it_came_from_or_that_none_was_sent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401 said only "HTTP 401: invalid API key": not that car sent none (the key was in another
+    variable), nor which variable the refused one came from."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("PROXY_KEY", "sk-wrong-0000")
+    with _server(api_key=KEY) as server:
+        args = [*_blame(POLICY, server.url, "--samples", "2", "--match-samples", "1"), "--no-progress"]
+        code, _out, none_sent = _cli(args, capsys)
+        assert code == 3
+        code, _out, wrong = _cli([*args, "--api-key-env", "PROXY_KEY"], capsys)
+    assert code == 3
+    assert none_sent.rstrip().endswith(
+        "HTTP 401: invalid API key; no API key was sent: set OPENAI_API_KEY (or name another "
+        "variable with --api-key-env)"
+    )
+    assert wrong.rstrip().endswith(
+        "HTTP 401: invalid API key; is the key in PROXY_KEY the one this server takes?"
+    )
+    assert "sk-wrong-0000" not in wrong
+
+
 # -- secrets ---------------------------------------------------------------------------------------
 def _scan(*texts: str) -> None:
     for t in texts:

@@ -52,7 +52,7 @@ def anthropic_backend(opts: BackendOptions, *, name: str = "anthropic") -> HttpB
     headers = {"anthropic-version": ANTHROPIC_VERSION}
     if key:
         headers["x-api-key"] = key
-    return http_backend(name, base, headers, key, opts)
+    return http_backend(name, base, headers, key, opts, key_var=opts.api_key_env or "ANTHROPIC_API_KEY")
 
 
 async def messages_call(http: HttpBackend, body: dict[str, Any], *, source: str = "") -> Draw:

@@ -123,15 +123,28 @@ def api_key(
 
 
 def http_backend(
-    name: str, base_url: str, headers: dict[str, str], key: str | None, opts: BackendOptions
+    name: str,
+    base_url: str,
+    headers: dict[str, str],
+    key: str | None,
+    opts: BackendOptions,
+    *,
+    key_var: str,
 ) -> HttpBackend:
-    """The vendor backend's HTTP client for `base_url`, sending `headers` (which carry `key`, kept
-    out of every error message) with the retry, timeout and concurrency settings of `opts`."""
+    """The vendor backend's HTTP client for `base_url`, sending `headers` (which carry `key`, read
+    from the environment variable `key_var` and kept out of every error message) with the retry,
+    timeout and concurrency settings of `opts`."""
+    refused = (
+        f"is the key in {key_var} the one this server takes?"
+        if key
+        else f"no API key was sent: set {key_var} (or name another variable with --api-key-env)"
+    )
     return HttpBackend(
         name,
         base_url,
         headers,
         secrets=(key,) if key else (),
+        refused_key=refused,
         timeout=opts.timeout,
         max_attempts=opts.max_attempts,
         max_concurrency=opts.max_concurrency,

@@ -280,6 +280,7 @@ class HttpBackend:
         headers: Mapping[str, str],
         *,
         secrets: tuple[str, ...] = (),
+        refused_key: str | None = None,
         timeout: float = 120.0,
         max_attempts: int = 6,
         max_concurrency: int = 32,
@@ -290,6 +291,7 @@ class HttpBackend:
         self.base_url = base_url.rstrip("/")
         self._headers = dict(headers)
         self._secrets = tuple(s for s in (*secrets, _url_secret(self.base_url)) if s)
+        self._refused_key = refused_key  # what a 401 or 403 adds: where the key came from, or none
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
         self.backoff_base = backoff_base
@@ -424,8 +426,10 @@ class HttpBackend:
                             self.stats.limit_cuts += self.limiter.rate_limited(epoch)
                     else:
                         self.stats.failures += not optional  # a probe's "no" is an answer
-                        page = _NOT_API if _html_title(text) is not None else ""
-                        message = f"{url}: HTTP {status}: {_error_text(text)}{page}"
+                        advice = _NOT_API if _html_title(text) is not None else ""
+                        if status in (401, 403) and self._refused_key and not advice:
+                            advice = f"; {self._refused_key}"
+                        message = f"{url}: HTTP {status}: {_error_text(text)}{advice}"
                         message = self._redact(f"{self.name}: {message}")
                         raise HTTPStatusFailure(message, status, self._redact(text)) from None
             if optional and not rate_limited:

@@ -76,7 +76,7 @@ def openai_backend(opts: BackendOptions, *, name: str = "openai") -> HttpBackend
     base = server_url(opts, "OPENAI_BASE_URL", OPENAI_URL)
     key = api_key(opts, "OPENAI_API_KEY", base_url=base, vendor_url=OPENAI_URL, vendor="OpenAI")
     headers = {"authorization": f"Bearer {key}"} if key else {}
-    return http_backend(name, base, headers, key, opts)
+    return http_backend(name, base, headers, key, opts, key_var=opts.api_key_env or "OPENAI_API_KEY")
 
 
 async def _accepts(http: HttpBackend, body: Mapping[str, Any]) -> dict[str, Any] | None:
