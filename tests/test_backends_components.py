@@ -17,7 +17,7 @@ from car.backends.options import configure
 from car.cli import main
 from car.config import resolve
 from car.errors import InputError, SpecError
-from car.testing import LoopbackServer
+from car.testing import Faults, LoopbackServer
 from car.trace import Action, Message
 from tests.conftest import ROOT
 
@@ -55,6 +55,32 @@ def test_llm_sim_answers_unseen_calls_and_says_so() -> None:
     assert "lookup_order(" in prompt and "refund_window_days" in prompt  # recorded outputs
 
 
+@pytest.mark.parametrize(
+    ("kind", "fault", "said"),
+    [
+        ("openai", "refusal", "were refusals"),
+        ("anthropic", "refusal", "were refusals"),
+        ("openai", "length", "were cut at max tokens"),
+        ("anthropic", "length", "were cut at max tokens"),
+    ],
+)
+def test_llm_sim_says_how_many_simulated_outputs_were_refusals_or_cut(
+    kind: str, fault: str, said: str
+) -> None:
+    """A refusal ("I'm sorry, but I can't help with that.") became the tool's output, and an answer
+    cut at max tokens too, with no word in the report; the policy's own draws are counted so."""
+    probe = ["ok"] * 6 if kind == "openai" else []  # the capability probe gets plain answers
+    faults = Faults(script=probe, rates={fault: 1.0})
+    with LoopbackServer({"toolsim": _tool_sim}, faults=faults) as server:
+        url = server.url if kind == "openai" else server.anthropic_url
+        with configure(base_url=url):
+            report = car.blame(TRACE, env=f"llm-sim:{kind}:toolsim", seed=1, samples=16)
+    (simulated,) = [n for n in report.notes if "observations were simulated" in n]
+    count = int(simulated.split(": ")[1].split()[0])
+    line = f"llm-sim:{kind}:toolsim: {count} of {count} answers {said} (used as the tool's output)"
+    assert line in report.notes
+
+
 # -- llm-judge ---------------------------------------------------------------------------------------
 def _rubric_judge(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:
     transcript = messages[-1].content
@@ -82,6 +108,17 @@ def test_repeated_judging_reports_judge_noise_separately() -> None:
         report = car.blame(TRACE, scorer="llm-judge:openai:judge?repeats=3", seed=3, samples=8)
     note = next(n for n in report.notes if n.startswith("judge noise"))
     assert "3 judgements per trajectory" in note and "separate from the policy noise" in note
+
+
+def test_a_judge_says_how_many_of_its_answers_were_cut_at_max_tokens() -> None:
+    faults = Faults(script=["ok"] * 6, rates={"length": 1.0})  # the probe gets plain answers
+    with LoopbackServer({"judge": _rubric_judge}, faults=faults) as server:
+        with configure(base_url=server.url):
+            report = car.blame(TRACE, scorer="llm-judge:openai:judge", seed=2, samples=4)
+        judged = server.count("chat/completions") - 6
+    line = f"llm-judge:openai:judge: {judged} of {judged} answers were cut at max tokens"
+    line += " (read as the judgement)"
+    assert line in report.notes
 
 
 def _extractor(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:

@@ -11,7 +11,7 @@ from car.backends.anthropic import DEFAULT_MAX_TOKENS, anthropic_backend, messag
 from car.backends.http import HttpBackend
 from car.backends.openai import capabilities, openai_backend
 from car.backends.options import BackendOptions, base_url_problem
-from car.backends.wire import draw_from_openai, openai_choices
+from car.backends.wire import Draw, draw_from_openai, openai_choices
 from car.errors import SpecError
 from car.rng import EventKey
 
@@ -80,6 +80,27 @@ class Completer:
     def __post_init__(self) -> None:
         make = openai_backend if self.kind == "openai" else anthropic_backend
         self.http: HttpBackend = make(self.options, name=self.name)
+        self.answers = 0
+        self.refusals = 0  # answers that were the model declining (their text is the answer)
+        self.cut = 0  # answers stopped at max tokens
+
+    def _counted(self, draw: Draw) -> str:
+        self.answers += 1
+        self.refusals += draw.refused
+        self.cut += draw.cut
+        return draw.action.text
+
+    def endings(self, what: str) -> list[str]:
+        """Lines for the report when answers were refusals or cut at max tokens; `what` says what
+        became of them ("used as the tool's output")."""
+        out = []
+        if self.refusals:
+            out.append(f"{self.name}: {self.refusals} of {self.answers} answers were refusals ({what})")
+        if self.cut:
+            out.append(
+                f"{self.name}: {self.cut} of {self.answers} answers were cut at max tokens ({what})"
+            )
+        return out
 
     @property
     def usage(self) -> dict[str, int]:
@@ -97,7 +118,7 @@ class Completer:
             }
             if opts.temperature is not None:
                 body["temperature"] = opts.temperature
-            return (await messages_call(self.http, body, source=self.name)).action.text
+            return self._counted(await messages_call(self.http, body, source=self.name))
         caps = await capabilities(self.http, self.model)
         body = {
             "model": self.model,
@@ -110,7 +131,7 @@ class Completer:
             body["seed"] = key.seed32()
         data = await self.http.post_json("chat/completions", body)
         choice = openai_choices(data, source=self.name)[0]
-        return draw_from_openai(choice, source=self.name, fallback_id="call").action.text
+        return self._counted(draw_from_openai(choice, source=self.name, fallback_id="call"))
 
     async def aclose(self) -> None:
         await self.http.aclose()

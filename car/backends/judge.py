@@ -191,6 +191,7 @@ class LLMJudge:
             )
         if self.unparsed:
             out.append(f"{self.spec}: {self.unparsed} judgements named neither FAIL nor PASS")
+        out += self.complete.endings("read as the judgement")
         summary = self.complete.http.summary()
         if summary:
             out.append(summary)

@@ -114,6 +114,7 @@ class LLMSimEnvironment(RecordedEnvironment):
                 f"{self.spec}: {self.simulated} tool observations were simulated by the model "
                 "(calls the record never saw)"
             )
+        out += self.complete.endings("used as the tool's output")
         summary = self.complete.http.summary()
         if summary:
             out.append(summary)
