@@ -176,6 +176,7 @@ async def shapley_into_report(
         reused=c.reused,
         errored=c.errors,
         unscorable=c.unscorable,
+        match_errors=c.match_errors,
     )
     report.notes.extend(f"Shapley: {n}" for n in section.notes)
     if section.summary:

@@ -153,6 +153,12 @@ def test_one_failed_match_draw_costs_that_draw_only() -> None:
     # first error is in the report", which the table and markdown did not show).
     assert any(n.endswith(f"rate (first: {report.first_error})") for n in report.notes)
 
+    # A Shapley run's report counted its rollouts anew and dropped the failed draw from the budget.
+    shapley = car.blame(
+        trace, policy=OneBadDraw(), samples=4, match_samples=8, method="shapley", budget=64
+    )
+    assert shapley.method == "shapley" and shapley.budget.match_errors == 1
+
     @dataclass
     class EveryDrawFails:
         spec: str = "no-draws"
