@@ -300,6 +300,7 @@ async def blame_async(
             level=level,
             concurrency=concurrency,
             progress=progress,
+            max_error_rate=max_error_rate,
             grant=runner.grant if runner is not None else None,
         )
     finally:

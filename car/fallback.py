@@ -111,6 +111,7 @@ async def shapley_into_report(
     level: float,
     concurrency: int,
     progress: Progress | None,
+    max_error_rate: float,
     grant: Grant | None = None,
 ) -> Report:
     """Run Shapley when a rule fires and fold its section, budget and notes into `report`.
@@ -178,6 +179,10 @@ async def shapley_into_report(
         unscorable=c.unscorable,
         match_errors=c.match_errors,
     )
+    # The rule the contrastive part applied to its own rollouts holds for the whole run: a Shapley
+    # game that mostly errored rests on the few units that did not, whatever the arms did.
+    if c.rollouts and c.errors / c.rollouts > max_error_rate:
+        report.status = "backend-errors"
     report.notes.extend(f"Shapley: {n}" for n in section.notes)
     if section.summary:
         report.headline = f"{report.headline} Shapley: {section.summary}."

@@ -386,7 +386,15 @@ def _result(
     dropped = started - estimate.units
     if dropped:
         unit = "replicates" if method == "exact" else "pairs of walks"
-        notes.append(f"{dropped} {unit} dropped: a rollout on them errored or could not be scored")
+        why = (
+            f"{errored} of its {rollouts} rollouts errored"
+            if errored
+            else "a rollout could not be scored"
+        )
+        notes.append(
+            f"{dropped} of {started} {unit} dropped: a rollout on them errored or could not be "
+            f"scored ({why})"
+        )
     return ShapleyResult(
         method,
         kind,

@@ -288,3 +288,39 @@ def test_a_plugin_policy_that_raises_is_named_with_its_trace(run_cli, tmp_path) 
     assert last.startswith(f"car: error: {trace}: too many rollouts errored (")
     assert last.endswith("ValueError: act exploded")
     assert (tmp_path / "r.txt").is_file()  # the report is still written
+
+
+def test_a_shapley_game_that_mostly_errored_makes_the_report_a_backend_error() -> None:
+    """The error-rate rule looked at the contrastive rollouts alone: a Shapley part whose rollouts
+    mostly errored left the report `ok` (exit 0), resting on the few units that survived."""
+    from car.shapley import WALK_BASE
+
+    trace = load_trace(TRACES / "and.json")
+    inner = make_policy("sim:and", trace)
+
+    @dataclass
+    class FailsInWalks:
+        rate: float
+        spec: str = "fails-in-walks"
+
+        async def act(self, decision: Decision, key: EventKey) -> Action:
+            if key.replicate >= WALK_BASE and key.uniform() < self.rate:
+                raise Hiccup("overloaded")
+            return await inner.act(decision, key)
+
+    def run(rate: float) -> car.Report:
+        return car.blame(trace, policy=FailsInWalks(rate), method="shapley", budget=400, seed=3)
+
+    bad = run(0.6)
+    assert bad.method == "shapley" and bad.shapley is not None
+    b = bad.budget
+    assert b.errored > b.rollouts / 2 and bad.status == "backend-errors"
+    (dropped,) = [n for n in bad.notes if "pairs of walks dropped" in n]
+    assert re.fullmatch(
+        r"Shapley: (\d+) of (\d+) pairs of walks dropped: a rollout on them errored or could not be "
+        r"scored \((\d+) of its (\d+) rollouts errored\)",
+        dropped,
+    )
+    # Under the threshold the report stays ok, its drops noted.
+    mild = run(0.05)
+    assert 0 < mild.budget.errored < mild.budget.rollouts / 2 and mild.status == "ok"
