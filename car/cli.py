@@ -358,6 +358,20 @@ def blame(
         str | None,
         typer.Option(help="Environment variable holding the API key.", metavar="NAME"),
     ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds to wait for a model server's answer to one request (default 120).",
+            metavar="SECONDS",
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(
+            help="Tries per model request, the first included, before it errs (default 6).",
+            metavar="N",
+        ),
+    ] = None,
     temperature: Annotated[
         float | None,
         typer.Option(help="Send this temperature (default: the recorded one).", metavar="T"),

@@ -229,6 +229,24 @@ def test_a_refused_key_says_which_variable_it_came_from_or_that_none_was_sent(
     assert "sk-wrong-0000" not in wrong
 
 
+def test_timeout_and_max_attempts_are_command_line_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """They were settings only (car.toml, CAR_TIMEOUT): `car blame --timeout 5` was "No such
+    option", while the line about a slow server told the user to raise the timeout."""
+    faults = Faults(rates={"slow": 1.0}, slow_seconds=1.0)
+    with _server(faults=faults) as server:
+        args = [*_blame(POLICY, server.url, "--timeout", "0.2", "--max-attempts", "2"), "--no-store"]
+        code, _out, err = _cli([*args, "--no-progress"], capsys)
+    assert code == 3, err
+    assert "no answer in 2 attempts (last: timed out after 0.2s (ReadTimeout))" in err
+    assert err.rstrip().endswith(
+        "does it need a longer timeout (--timeout SECONDS, or the `timeout` setting)?"
+    )
+    code, _out, err = _cli(["blame", TRACE, "--timeout", "0", "--no-progress"], capsys)
+    assert (code, err.strip()) == (2, "car: error: --timeout must be more than 0, got 0.0")
+
+
 # -- secrets ---------------------------------------------------------------------------------------
 def _scan(*texts: str) -> None:
     for t in texts:

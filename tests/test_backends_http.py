@@ -435,5 +435,5 @@ def test_a_server_that_takes_requests_but_answers_too_late_is_not_said_to_be_dow
     assert "is the server running" not in message
     assert message.endswith(
         "did not answer in time: is it busy, or does it need a longer timeout "
-        "(the `timeout` setting, CAR_TIMEOUT=SECONDS)?"
+        "(car.backends.options.configure(timeout=SECONDS), or the `timeout` setting)?"
     )

@@ -51,7 +51,7 @@ from typing import Any
 
 import httpx
 
-from car.errors import BackendError
+from car.errors import COMMAND_LINE, BackendError
 
 if importlib.util.find_spec("sniffio") is None:
     # httpcore retries `import sniffio` on every request when it is missing; each failed import
@@ -444,9 +444,14 @@ class HttpBackend:
         # another request meanwhile means it is up, and this one was unlucky.
         tries = f"{self.max_attempts} attempt" + ("s" if self.max_attempts > 1 else "")
         if not self._answered and self._reach.answered_at < started:
+            longer = (
+                "--timeout SECONDS, or the `timeout` setting"
+                if COMMAND_LINE.get()
+                else "car.backends.options.configure(timeout=SECONDS), or the `timeout` setting"
+            )
             advice = (
                 "it took the request but did not answer in time: is it busy, or does it need a "
-                "longer timeout (the `timeout` setting, CAR_TIMEOUT=SECONDS)?"
+                f"longer timeout ({longer})?"
                 if slow
                 else "is the server running, and is the base URL right?"
             )
