@@ -300,6 +300,25 @@ def test_the_advice_after_an_abstention_is_the_fewest_samples_that_decide(m: int
     assert advised >= 40
 
 
+@pytest.mark.parametrize("exact", [True, False])
+def test_the_advice_counts_samples_lost_to_errors(exact: bool) -> None:
+    """Half the samples errored (NaN): the advice is in samples to plan, so twice the scored
+    samples that would decide. It was the scored count alone, which could advise fewer samples
+    than the run had just used (`--samples 12` after 32, most of them errored)."""
+    arm = np.array([[1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]])
+    fact = np.ones(1) if exact else np.ones(8)
+    whole = estimate_contrastive(arm, fact, factual_exact=exact, min_effect=0.2)
+    lossy_arm = np.concatenate([arm, np.full((1, 8), np.nan)], axis=1)
+    lossy_fact = fact if exact else np.concatenate([fact, np.ones(8)])
+    lossy = estimate_contrastive(lossy_arm, lossy_fact, factual_exact=exact, min_effect=0.2)
+    assert whole.locus is None and lossy.locus is None
+    assert whole.needed_per_step is not None and whole.needed_per_step > 8
+    assert lossy.needed_per_step == 2 * whole.needed_per_step
+    reason = lossy.abstained_reason or ""
+    assert f"would decide, as 8 of 16 samples were scored (--samples {lossy.needed_per_step}," in reason
+    assert "were scored" not in (whole.abstained_reason or "")
+
+
 def _pairs(kinds: tuple[int, int, int], n: int) -> tuple[np.ndarray, np.ndarray]:
     """(factual, arm) outcomes on n replicates with the shares of (rescued while the arm failed,
     concordant, failed while the arm rescued) in `kinds`."""

@@ -286,7 +286,9 @@ def estimate_contrastive(
         )
 
     reason, needed = (
-        (None, None) if locus is not None else _abstain(positions, alpha, min_effect, projected_low)
+        (None, None)
+        if locus is not None
+        else _abstain(positions, alpha, min_effect, projected_low, arms.shape[1])
     )
     return ContrastiveResult(
         tuple(positions),
@@ -353,10 +355,13 @@ def _abstain(
     alpha: float,
     min_effect: float,
     projected_low: Callable[[int], Callable[[int], float] | None],
+    planned: int,
 ) -> tuple[str, int | None]:
     """Why no locus, and about how many samples per step would decide were the estimates to hold:
     the verdict's own bound on the best step's outcomes projected to more samples where they are
-    binary (`projected_low`), else the normal approximation."""
+    binary (`projected_low`), else the normal approximation. That is a count of scored samples; of
+    the `planned` samples per step, rollouts that errored or could not be scored left fewer, and the
+    advice asks for as many more as that loss takes, were it to hold."""
     if not any(p.fail.n > 0 for p in positions):
         return "no rollout could be scored: every arm errored or was unscorable", None
     with_data = [p for p in positions if p.effect.n > 0]
@@ -385,13 +390,18 @@ def _abstain(
         # The normal approximation can fall at or below the n that just failed to decide (the
         # bounds are wider at small n): never advise fewer than twice the samples already taken.
         needed = max(guess, 2 * best.fail.n)
+    scored = best.effect.n
+    lost = ""
+    if 0 < scored < planned:
+        needed = math.ceil(needed * planned / scored)
+        lost = f", as {scored} of {planned} samples were scored"
     # A rerun with more samples looks at these replicates again, a second test of the same data
     # (its false-locus rate can exceed the level: 3.0% for 2.5% at one step, exactly at min_effect);
     # --adaptive's intervals hold however often they are looked at.
     return (
         f"no step's effect is significantly above {min_effect:.0%} at this sample size "
         f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
-        f"samples per step would decide (--samples {needed}, a second look at these samples; "
+        f"samples per step would decide{lost} (--samples {needed}, a second look at these samples; "
         "--adaptive samples until decided, with intervals valid however often it looks)",
         needed,
     )
