@@ -248,6 +248,44 @@ def test_timeout_and_max_attempts_are_command_line_options(
 
 
 # -- secrets ---------------------------------------------------------------------------------------
+
+
+def test_a_password_in_a_judge_or_sim_spec_is_not_shown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A spec is shown as given (the report's specs, notes, the HTML's command): a `base_url=` with
+    basic-auth credentials printed its password everywhere, though the HTTP layer hid it."""
+    secret = "pw-SECRET-4411"
+    with _server() as server, LoopbackServer(faults=Faults(rates={"refusal": 1.0})) as other:
+        hidden = other.url.replace("http://", "http://user:***@")
+        url = other.url.replace("http://", f"http://user:{secret}@")
+        args = _blame(
+            POLICY,
+            server.url,
+            "--samples",
+            "2",
+            "--match-samples",
+            "1",
+            "--scorer",
+            f"llm-judge:openai:judge?base_url={url}",
+            "--env",
+            f"llm-sim:openai:sim?base_url={url}",
+            "--format",
+            "json",
+            "--report",
+            f"html={tmp_path / 'r.html'}",
+            "--no-progress",
+        )
+        code, out, err = _cli(args, capsys)
+    assert code == 2, err  # a judge that only refuses leaves the record unscored
+    assert "the scorer 'llm-judge:openai:judge?base_url=http://user:***@" in err
+    shown = out + err + (tmp_path / "r.html").read_text()
+    assert secret not in shown
+    report = json.loads(out)
+    assert report["specs"]["scorer"] == f"llm-judge:openai:judge?base_url={hidden}"
+    assert report["specs"]["env"].startswith("llm-sim:openai:sim?base_url=http://user:***@")
+
+
 def _scan(*texts: str) -> None:
     for t in texts:
         assert KEY not in t

@@ -65,6 +65,7 @@ __all__ = [
     "HttpBackend",
     "Stats",
     "backoff_delay",
+    "hide_credentials",
     "limiter_for",
     "notice",
     "redact",
@@ -103,6 +104,20 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
         if len(s) >= 4:
             text = text.replace(s, "***")
     return text
+
+
+_USERINFO = re.compile(r"(://)([^/@\s?#&]*)@")
+
+
+def hide_credentials(text: str) -> str:
+    """`text` with the credential of every URL in it replaced by `***` (`http://user:***@host`,
+    `http://***@host`): for a spec shown as it was given, whose `base_url=` may carry one."""
+
+    def hidden(found: re.Match[str]) -> str:
+        user, colon, _ = found.group(2).partition(":")
+        return f"{found.group(1)}{user}:***@" if colon else f"{found.group(1)}***@"
+
+    return _USERINFO.sub(hidden, text)
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

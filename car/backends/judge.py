@@ -35,6 +35,7 @@ from car.backends.complete import (
     parse_backend_model,
     server_options,
 )
+from car.backends.http import hide_credentials
 from car.backends.options import BackendOptions, current
 from car.errors import SpecError
 from car.protocols import Trajectory
@@ -109,7 +110,7 @@ class LLMJudge:
     def __init__(
         self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
     ) -> None:
-        self.spec = spec or f"llm-judge:{arg}"
+        self.spec = hide_credentials(spec or f"llm-judge:{arg}")  # shown in the report and notes
         kind, model, opts, server = parse_judge(self.spec, arg, options or current())
         self.mode = opts.get("mode", "rubric")
         self.repeats = int(opts.get("repeats", "1"))

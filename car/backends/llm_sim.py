@@ -22,6 +22,7 @@ from car.backends.complete import (
     parse_backend_model,
     server_options,
 )
+from car.backends.http import hide_credentials
 from car.backends.options import BackendOptions, current
 from car.backends.wire import tool_schema
 from car.builtins import RecordedEnvironment
@@ -67,7 +68,7 @@ class LLMSimEnvironment(RecordedEnvironment):
     def __init__(
         self, trace: Trace, arg: str, *, spec: str | None = None, options: BackendOptions | None = None
     ) -> None:
-        super().__init__(trace, spec or f"llm-sim:{arg}")
+        super().__init__(trace, hide_credentials(spec or f"llm-sim:{arg}"))  # shown in the report
         kind, model, server = parse_llm_sim(self.spec, arg, options or current())
         self.complete = Completer(kind, model, server, name=self.spec)
         self.simulated = 0
