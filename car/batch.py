@@ -956,7 +956,9 @@ def blame_many(paths: Paths, **kwargs: Any) -> list[TraceResult]:
     recorded run did not fail (its report, which says so, is kept). An exception raised by
     `on_result` stops the batch: the traces still running are cancelled and awaited, then it
     propagates (the reports finished so far are in `store`, if one was given); catch it inside the
-    callback to go on instead. A store that stops taking writes mid-run (a full disk) stores nothing
+    callback to go on instead. With `fail_fast`, the first trace that is not `ok` stops the batch the
+    same way, and the list holds only the traces that finished (in input order; each result's `path`
+    says which), not one per trace. A store that stops taking writes mid-run (a full disk) stores nothing
     more and the batch goes on; `store.unwritable` then says why. A store found damaged, by a read or
     a write, before the run or during it, is given up the same way and read no more: every trace
     goes on without it (`store.damaged`).
