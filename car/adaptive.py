@@ -34,7 +34,7 @@ from car.errors import BudgetError, InputError, option_name
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, gather_all
-from car.report import Adaptive, Report, many
+from car.report import Adaptive, Report, level_text, many
 from car.trace import Trace
 
 if TYPE_CHECKING:
@@ -279,13 +279,14 @@ async def blame_adaptive_async(
         certified = run.state.certified and report.locus == (
             decisions[run.state.locus] if run.state.locus is not None else None
         )
+        level = level_text(confidence)  # 99.9%, not "100%"
         if certified and report.locus is not None:
             statement = (
-                f"certified at {confidence:.0%}: step {report.locus} is the latest step whose effect "
+                f"certified at {level}: step {report.locus} is the latest step whose effect "
                 f"exceeds {min_effect:.0%}, and every later step's effect is at most {min_effect:.0%}"
             )
         elif certified:
-            statement = f"certified at {confidence:.0%}: no step's effect exceeds {min_effect:.0%}"
+            statement = f"certified at {level}: no step's effect exceeds {min_effect:.0%}"
         elif run.stopped == "nothing-to-attribute":
             statement = f"nothing to attribute: {report.abstained_reason}"
         else:
@@ -295,9 +296,7 @@ async def blame_adaptive_async(
             }.get(run.stopped, "")
             which = ", ".join(map(str, open_steps))
             plural = "steps" if len(open_steps) > 1 else "step"
-            statement = (
-                f"best guess, not certified at {confidence:.0%}: {why}; {plural} {which} still undecided"
-            )
+            statement = f"best guess, not certified at {level}: {why}; {plural} {which} still undecided"
         report.adaptive = Adaptive(
             certified=certified,
             confidence=confidence,
@@ -312,7 +311,7 @@ async def blame_adaptive_async(
         )
         report.notes.append(statement)  # rendered with the other notes: no renderer change needed
         prefix = "Certified" if certified else "Best guess"
-        report.headline = f"{prefix} ({confidence:.0%}): {headline(report)}"  # knows the open steps
+        report.headline = f"{prefix} ({level}): {headline(report)}"  # knows the open steps
     finally:
         notes = await _settle(comps)  # backends' own lines; close their connections
     report.notes.extend(notes)

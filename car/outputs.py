@@ -45,6 +45,7 @@ from car.report import (
     ShapleyPlayer,
     label_agreement,
     label_line,
+    level_text,
     many,
     shared_credit,
 )
@@ -321,8 +322,9 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
         ]
         for i, s in enumerate(ordered[:top], 1)
     ]
+    rescue = f"rescue [{level_text(r.level)} CI]"
     lines += _md_table(
-        ["#", "step", "actor", "action", f"rescue [{r.level:.0%} CI]", "drop", "match", "verdict"],
+        ["#", "step", "actor", "action", rescue, "drop", "match", "verdict"],
         rows,
     )
     if len(ordered) > top:

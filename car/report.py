@@ -29,6 +29,7 @@ __all__ = [
     "StepReport",
     "label_agreement",
     "label_line",
+    "level_text",
     "listed",
     "load_report",
     "many",
@@ -322,6 +323,13 @@ def label_line(report: Report) -> str | None:
     ]
     ours = f"car names step {report.locus} ({report.locus_actor})"
     return f"{head}; {ours}: {', '.join(verdicts)}"
+
+
+def level_text(level: float) -> str:
+    """An interval's or a certificate's level as a percentage with the digits it has: "95%",
+    "97.5%", "99.9%". Rounded to whole percents, 0.995 and 0.999 read "100%": a certainty no
+    interval gives."""
+    return f"{level * 100:.12g}%"
 
 
 def many(n: int, noun: str, plural: str | None = None) -> str:

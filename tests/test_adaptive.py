@@ -12,6 +12,7 @@ import pytest
 from bench.methods import replay_for
 from car.adaptive import blame_adaptive_async, run_adaptive
 from car.cli import main
+from car.estimators.sequential import locus_state
 from car.replay import Replay, RowRunner
 from car.report import Report
 from car.sim import record, scenario_for
@@ -85,6 +86,21 @@ def test_report_says_certified_or_best_guess() -> None:
     assert tight.adaptive is not None and not tight.adaptive.certified
     assert tight.adaptive.stopped == "budget" and tight.headline.startswith("Best guess")
     assert tight.adaptive.rollouts <= 25
+
+
+def test_a_confidence_that_rounds_to_100_percent_is_not_reported_as_certainty() -> None:
+    """At --confidence 0.999 the report said "Certified (100%)" and "certified at 100%": the level
+    was rounded to whole percents, a certainty no finite sample gives."""
+    rep = asyncio.run(
+        blame_adaptive_async(record("planted-pivot", p=0.7), confidence=0.999, budget=2000, seed=0)
+    )
+    assert rep.adaptive is not None and rep.adaptive.certified
+    assert rep.headline.startswith("Certified (99.9%): Step 1")
+    assert rep.adaptive.statement.startswith("certified at 99.9%: step 1")
+    # With no step to blame, the estimator's own reason says it too.
+    none = locus_state(np.ones((2, 4000)), np.array([1.0]), factual_exact=True, confidence=0.995)
+    assert none.certified and none.locus is None
+    assert (none.result.abstained_reason or "").startswith("certified at 99.5%: no decision step")
 
 
 def test_a_best_guess_quotes_the_bound_that_keeps_its_later_steps_open() -> None:

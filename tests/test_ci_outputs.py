@@ -463,6 +463,20 @@ def test_markdown_and_table_content(mixed_results: list[TraceResult]) -> None:
     assert "rescue [95% CI]" in single
 
 
+def test_a_level_is_printed_with_its_digits_not_rounded_to_100_percent() -> None:
+    """At --level 0.995 the tables said "rescue [100% CI]" and the page "100% intervals": the level
+    was rounded to whole percents, and read as certainty."""
+    from car.html import render_html
+
+    (res,) = blame_many([PIVOT], options=BatchOptions(samples=8, match_samples=2, level=0.995))
+    assert res.report is not None
+    assert "rescue [99.5% CI]" in render_output("table", [res], batch=False)
+    assert "rescue [99.5% CI]" in render_output("markdown", [res], batch=False)
+    page = render_html(res.report)
+    assert "with 99.5% intervals" in page and "rescued [99.5% CI]" in page
+    assert not any(f"100% {word}" in page for word in ("intervals", "interval", "CI", "level"))
+
+
 def test_several_reports_at_once_and_stdout_only_the_report(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from car.estimators.confseq import difference_cs, mean_cs
 from car.estimators.contrastive import ContrastiveResult, Interval, PositionEstimate, verdict_of
+from car.report import level_text
 
 __all__ = ["LocusState", "locus_state"]
 
@@ -135,7 +136,7 @@ def locus_state(
     reason = None
     if locus is None:
         reason = (
-            f"certified at {confidence:.0%}: no decision step's re-decision removes more than "
+            f"certified at {level_text(confidence)}: no decision step's re-decision removes more than "
             f"{min_effect:.0%} of the failure"
             if certified
             else f"no step's effect is certainly above {min_effect:.0%} yet (steps "
