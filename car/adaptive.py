@@ -34,7 +34,7 @@ from car.errors import BudgetError, InputError, option_name
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, gather_all
-from car.report import Adaptive, Report, level_text, many
+from car.report import Adaptive, Report, many, percent
 from car.trace import Trace
 
 if TYPE_CHECKING:
@@ -279,14 +279,14 @@ async def blame_adaptive_async(
         certified = run.state.certified and report.locus == (
             decisions[run.state.locus] if run.state.locus is not None else None
         )
-        level = level_text(confidence)  # 99.9%, not "100%"
+        level, least = percent(confidence), percent(min_effect)  # 99.9%, not "100%"
         if certified and report.locus is not None:
             statement = (
                 f"certified at {level}: step {report.locus} is the latest step whose effect "
-                f"exceeds {min_effect:.0%}, and every later step's effect is at most {min_effect:.0%}"
+                f"exceeds {least}, and every later step's effect is at most {least}"
             )
         elif certified:
-            statement = f"certified at {level}: no step's effect exceeds {min_effect:.0%}"
+            statement = f"certified at {level}: no step's effect exceeds {least}"
         elif run.stopped == "nothing-to-attribute":
             statement = f"nothing to attribute: {report.abstained_reason}"
         else:

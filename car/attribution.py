@@ -37,7 +37,7 @@ from car.importers import load_any
 from car.jsonfile import utf8_text
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, describe_error, gather_all
-from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many
+from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many, percent
 from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
@@ -769,7 +769,8 @@ def headline(report: Report) -> str:
             f"the level that decides, over all {sum(x.decision for x in report.steps)} steps)"
         )
     elif later:
-        tail = f"; from step {later[0]} on, no step is shown to remove more than {report.min_effect:.0%}"
+        least = percent(report.min_effect)
+        tail = f"; from step {later[0]} on, no step is shown to remove more than {least}"
     else:
         tail = ""
     return (

@@ -24,8 +24,8 @@ from car.report import (
     Report,
     StepReport,
     label_line,
-    level_text,
     many,
+    percent,
     samples_per_step,
 )
 from car.trace import Action, Message, Step, Trace, task_of
@@ -242,8 +242,8 @@ def _headline(report: Report, trace: Trace | None) -> str:
         )
         parts.append(f'<p class="what">{esc(s.actor)} <code>{esc(did)}</code></p>')
         conf = (
-            f"significant at the {level_text(report.level)} level after Bonferroni over {decisions} "
-            f"decision steps, and above the {report.min_effect:.0%} minimum effect"
+            f"significant at the {percent(report.level)} level after Bonferroni over {decisions} "
+            f"decision steps, and above the {percent(report.min_effect)} minimum effect"
             if report.adaptive is None  # an adaptive run says how it stopped, in its own words
             else f"{report.adaptive.statement} (anytime-valid intervals, checked after every batch)"
         )
@@ -312,11 +312,11 @@ def _curve_section(report: Report) -> str:
             rescue_curve_svg(report),
             '<p class="caption">Top: the share of runs that avoid the failure when every decision '
             "before the step is held at its recorded action and the run is re-decided from the step "
-            f"on, with {level_text(report.level)} intervals. The locus is the latest step whose "
+            f"on, with {percent(report.level)} intervals. The locus is the latest step whose "
             "effect is significant (the point of commitment); after it, re-deciding no longer helps. "
             "Bottom: the adjacent drop at each step; the drops add up to the total effect.</p>",
             "<details><summary>Numbers</summary><table><thead><tr><th>step</th><th>actor</th>"
-            f"<th>action</th><th>rescued [{level_text(report.level)} CI]</th><th>drop</th><th>match</th>"
+            f"<th>action</th><th>rescued [{percent(report.level)} CI]</th><th>drop</th><th>match</th>"
             "<th>verdict</th></tr></thead><tbody>",
             *rows,
             "</tbody></table></details></section>",
@@ -355,7 +355,7 @@ def _shapley_section(report: Report) -> str:
             why,
             shapley_svg(sh, labels),
             f'<p class="caption">Each bar is a player\'s average marginal contribution to the failure '
-            f"probability over all orders, with its {level_text(report.level)} interval and its share "
+            f"probability over all orders, with its {percent(report.level)} interval and its share "
             f"of the total. {esc(note)}</p></section>",
         ]
     )
@@ -541,7 +541,7 @@ def _provenance(report: Report, trace_note: str | None, stored: int | None) -> s
             "settings",
             f"{samples_per_step(report)}, "
             f"{many(report.match_samples, 'match draw')} per step, "
-            f"{level_text(report.level)} intervals, minimum effect {report.min_effect:.0%}",
+            f"{percent(report.level)} intervals, minimum effect {percent(report.min_effect)}",
         ),
         (
             "divergence",

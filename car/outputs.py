@@ -45,8 +45,8 @@ from car.report import (
     ShapleyPlayer,
     label_agreement,
     label_line,
-    level_text,
     many,
+    percent,
     shared_credit,
 )
 from car.shapley import credited_players
@@ -322,7 +322,7 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
         ]
         for i, s in enumerate(ordered[:top], 1)
     ]
-    rescue = f"rescue [{level_text(r.level)} CI]"
+    rescue = f"rescue [{percent(r.level)} CI]"
     lines += _md_table(
         ["#", "step", "actor", "action", rescue, "drop", "match", "verdict"],
         rows,

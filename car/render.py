@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from car.jsonfile import utf8_text
-from car.report import Estimate, Report, label_line, level_text, many, samples_per_step
+from car.report import Estimate, Report, label_line, many, percent, samples_per_step
 
 __all__ = [
     "Layout",
@@ -253,13 +253,13 @@ def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -
     actor_width = min(14, max(5, *(len(s.actor) for s in report.steps)))
     table.add_column("actor", min_width=actor_width, max_width=14, no_wrap=True)
     table.add_column("action", max_width=36, overflow="ellipsis", no_wrap=True)
-    table.add_column(f"rescue [{level_text(report.level)} CI]", no_wrap=True)
+    table.add_column(f"rescue [{percent(report.level)} CI]", no_wrap=True)
     table.add_column("drop", no_wrap=True)
     table.add_column("match", no_wrap=True, justify="right")
     table.add_column("verdict", no_wrap=True)
     phi = step_players(report)
     if phi:
-        table.add_column(f"phi [{level_text(report.level)} CI]", no_wrap=True)
+        table.add_column(f"phi [{percent(report.level)} CI]", no_wrap=True)
         table.add_column("share", no_wrap=True, justify="right")
     sep = "\n" if split else " "
     for rank, index in rows:
@@ -359,7 +359,7 @@ def render_table(report: Report, console: Console, *, stored: int | None = 0) ->
         Text(
             f"budget: {rollouts_served(b.rollouts, stored)}, {many(b.policy_calls, 'policy call')}"
             f"{f', {b.errored} errored' if b.errored else ''}; seed {report.seed}; "
-            f"{samples_per_step(report)}; min effect {report.min_effect:.0%}; "
+            f"{samples_per_step(report)}; min effect {percent(report.min_effect)}; "
             f"verdicts Bonferroni-adjusted over {many(len(decisions), 'step')}"
         )
     )

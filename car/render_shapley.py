@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from car.render import as_blocks, figure, fit_layouts, literal
-from car.report import Report, ShapleyPlayer, ShapleyReport, level_text, many
+from car.report import Report, ShapleyPlayer, ShapleyReport, many, percent
 
 __all__ = ["phi_cell", "shapley_lines", "shapley_table", "share_cell", "step_players"]
 
@@ -74,7 +74,7 @@ def _players_table(report: Report, sh: ShapleyReport, *, split: bool) -> Table:
     table.add_column("player", max_width=20, no_wrap=True)
     table.add_column("steps", no_wrap=True)
     table.add_column("actions", max_width=48, overflow="ellipsis", no_wrap=True)
-    table.add_column(f"phi [{level_text(report.level)} CI]", no_wrap=True)
+    table.add_column(f"phi [{percent(report.level)} CI]", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
     for rank, p in enumerate(sorted(sh.players, key=lambda p: -p.value), 1):
         actions = " | ".join(report.steps[s].action for s in p.steps if s < len(report.steps))

@@ -29,10 +29,10 @@ __all__ = [
     "StepReport",
     "label_agreement",
     "label_line",
-    "level_text",
     "listed",
     "load_report",
     "many",
+    "percent",
     "samples_per_step",
 ]
 
@@ -325,11 +325,11 @@ def label_line(report: Report) -> str | None:
     return f"{head}; {ours}: {', '.join(verdicts)}"
 
 
-def level_text(level: float) -> str:
-    """An interval's or a certificate's level as a percentage with the digits it has: "95%",
-    "97.5%", "99.9%". Rounded to whole percents, 0.995 and 0.999 read "100%": a certainty no
-    interval gives."""
-    return f"{level * 100:.12g}%"
+def percent(fraction: float) -> str:
+    """A level or a minimum effect the user set, as a percentage with the digits it has: "95%",
+    "97.5%", "99.9%", "0.4%". Rounded to whole percents, 0.995 and 0.999 read "100%" (a certainty
+    no interval gives) and a minimum effect of 0.004 "0%"."""
+    return f"{fraction * 100:.12g}%"
 
 
 def many(n: int, noun: str, plural: str | None = None) -> str:

@@ -477,6 +477,20 @@ def test_a_level_is_printed_with_its_digits_not_rounded_to_100_percent() -> None
     assert not any(f"100% {word}" in page for word in ("intervals", "interval", "CI", "level"))
 
 
+def test_a_minimum_effect_is_printed_with_its_digits() -> None:
+    """`--min-effect 0.004` printed "min effect 0%" and "no step is shown to remove more than 0%",
+    and 0.025 "2%": a threshold the run did not use."""
+    from car.html import render_html
+
+    (res,) = blame_many([PIVOT], options=BatchOptions(samples=8, match_samples=2, min_effect=0.025))
+    assert res.report is not None
+    table = render_output("table", [res], batch=False)
+    assert "min effect 2.5%" in table and "no step is shown to remove more than 2.5%" in table
+    assert "minimum effect 2.5%" in render_html(res.report)
+    (tiny,) = blame_many([PIVOT], options=BatchOptions(samples=2, match_samples=0, min_effect=0.004))
+    assert tiny.report is not None and "min effect 0.4%" in render_output("table", [tiny], batch=False)
+
+
 def test_several_reports_at_once_and_stdout_only_the_report(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from car.estimators.confseq import betting_cs
+from car.report import percent
 from car.stats import (
     cp_upper,
     is_binary,
@@ -375,7 +376,7 @@ def _abstain(
     gap = best.effect.estimate - min_effect
     if gap <= 0:
         return (
-            f"no decision step's re-decision removes more than {min_effect:.0%} of the failure "
+            f"no decision step's re-decision removes more than {percent(min_effect)} of the failure "
             f"(largest estimated effect {best.effect.estimate:.0%}); the run may have been "
             "decided before the first decision step, or the scorer may not see what changed",
             None,
@@ -399,7 +400,7 @@ def _abstain(
     # (its false-locus rate can exceed the level: 3.0% for 2.5% at one step, exactly at min_effect);
     # --adaptive's intervals hold however often they are looked at.
     return (
-        f"no step's effect is significantly above {min_effect:.0%} at this sample size "
+        f"no step's effect is significantly above {percent(min_effect)} at this sample size "
         f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
         f"samples per step would decide{lost} (--samples {needed}, a second look at these samples; "
         "--adaptive samples until decided, with intervals valid however often it looks)",

@@ -21,7 +21,7 @@ import numpy as np
 
 from car.estimators.confseq import difference_cs, mean_cs
 from car.estimators.contrastive import ContrastiveResult, Interval, PositionEstimate, verdict_of
-from car.report import level_text
+from car.report import percent
 
 __all__ = ["LocusState", "locus_state"]
 
@@ -136,10 +136,10 @@ def locus_state(
     reason = None
     if locus is None:
         reason = (
-            f"certified at {level_text(confidence)}: no decision step's re-decision removes more than "
-            f"{min_effect:.0%} of the failure"
+            f"certified at {percent(confidence)}: no decision step's re-decision removes more than "
+            f"{percent(min_effect)} of the failure"
             if certified
-            else f"no step's effect is certainly above {min_effect:.0%} yet (steps "
+            else f"no step's effect is certainly above {percent(min_effect)} yet (steps "
             f"{', '.join(map(str, still_open))} still open)"
         )
     result = ContrastiveResult(
