@@ -35,6 +35,7 @@ from car.formats import OutputFormat
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason, utf8_text
 from car.outputs import counts_line, jsonl_line, render_output
+from car.render import literal
 from car.report import Report, listed
 from car.stdout import keep, refused
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
@@ -508,7 +509,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             print(f"car: budget: {res.path}: {res.error}", file=sys.stderr)
         elif res.status == "gate" and not batch:
             for g in res.gates:
-                print(f"car: gate: {g}", file=sys.stderr)
+                print(f"car: gate: {literal(g)}", file=sys.stderr)
     codes = [r.exit_code for r in results] + ([EXIT_USAGE] if write_failed else [])
     code = final_exit_code(codes, exit_zero=req.exit_zero)
     if batch and req.quiet and code != EXIT_OK and any(r.status in ("gate", "budget") for r in results):

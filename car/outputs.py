@@ -13,8 +13,9 @@
 `read_results` reads them back for `car report`: a store, a `car.report/v1` or `car.batch/v1` JSON file,
 or `car.record/v1` lines, failed traces included.
 
-Trace text is untrusted: Markdown escapes table and HTML syntax, workflow commands percent-encode
-their data and properties, XML goes through ElementTree.
+Trace text is untrusted: every format but JSON shows its control and bidirectional characters as
+`\\xNN` escapes (`car.render.visible`); Markdown escapes table and HTML syntax, workflow commands
+percent-encode their data and properties, XML goes through ElementTree.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
 from car.jsonfile import describe_validation_error, kind_of, loads, read_bytes
-from car.render import literal, render_json, render_table, rollouts_served
+from car.render import literal, render_json, render_table, rollouts_served, visible
 from car.report import (
     REPORT_VERSION,
     Estimate,
@@ -389,10 +390,10 @@ def escape_property(text: str) -> str:
 
 
 def _command(kind: str, title: str, message: str, file: str | None = None) -> str:
-    props = [f"title={escape_property(title)}"]
+    props = [f"title={escape_property(visible(title))}"]
     if file:
-        props.insert(0, f"file={escape_property(file)}")
-    return f"::{kind} {','.join(props)}::{escape_data(message)}"
+        props.insert(0, f"file={escape_property(visible(file))}")
+    return f"::{kind} {','.join(props)}::{escape_data(visible(message))}"
 
 
 def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATIONS) -> list[str]:
@@ -476,13 +477,8 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
 
 
 def _xml_safe(text: str) -> str:
-    # XML 1.0 cannot carry most control characters, even escaped.
-    return "".join(
-        ch
-        if ch in "\t\n\r" or (ord(ch) >= 0x20 and ord(ch) not in (0xFFFE, 0xFFFF))
-        else f"\\x{ord(ch):02x}"
-        for ch in text
-    )
+    # XML 1.0 cannot carry most control characters, even escaped, nor U+FFFE and U+FFFF.
+    return "".join(f"\\x{ord(ch):02x}" if ch in "\ufffe\uffff" else ch for ch in visible(text))
 
 
 def _html(results: Sequence[TraceResult], batch: bool) -> str:

@@ -54,7 +54,7 @@ def finished_what(result: TraceResult) -> str:
 
 
 def finished_line(result: TraceResult) -> str:
-    return f"{result.label}: {result.status}: {finished_what(result)}"
+    return str(literal(f"{result.label}: {result.status}: {finished_what(result)}"))
 
 
 class RichBatchProgress:

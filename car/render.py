@@ -1,7 +1,8 @@
 """Render a `Report` as a terminal table or as JSON.
 
 Text that comes from a trace is shown literally: it is wrapped in `rich.text.Text` (never parsed as
-markup) and control characters, escape sequences included, are shown as visible escapes.
+markup) and control characters, escape sequences included, and bidirectional controls are shown as
+visible escapes (`visible`, which the CI formats use too).
 """
 
 from __future__ import annotations
@@ -33,16 +34,26 @@ __all__ = [
     "render_table",
     "rollouts_served",
     "sparkline",
+    "visible",
 ]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls (escape sequences, carriage returns) would restyle a terminal or a CI log;
+# bidirectional overrides and marks would let text disguise itself (as in the HTML page, car.charts).
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def visible(text: str) -> str:
+    """`text` with its control and bidirectional characters shown as `\\xNN` escapes; tabs and line
+    breaks are kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def literal(text: str) -> Text:
     """Trace text as an inert rich Text: no markup, no escape codes, one line, and text UTF-8 can
     encode (a file name byte that is not UTF-8 is shown escaped)."""
-    cleaned = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", utf8_text(text).replace("\n", " "))
-    return Text(cleaned.replace("\t", " "))
+    return Text(visible(utf8_text(text).replace("\n", " ")).replace("\t", " "))
 
 
 def _pct(e: Estimate | None, signed: bool = False, sep: str = " ") -> str:

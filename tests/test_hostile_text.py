@@ -1,0 +1,108 @@
+"""Trace text that tries to restyle a terminal or disguise itself is shown as `\\xNN` escapes in
+every output car prints (JSON keeps it as it is): the progress and gate lines on stderr, GitHub
+annotations and JUnit XML included, as the table, Markdown and HTML already did."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TRACES, Result
+
+RunCli = Callable[..., Result]
+
+# Escape sequences (colour, clear screen, a window title, an OSC 8 link), a bell, a carriage
+# return, a C1 control, a right-to-left override and the right-to-left and Arabic letter marks.
+HOSTILE = "\x1b[31mred\x1b[2J\x1b]0;title\x07\x1b]8;;http://x\x1b\\link\rback\x9b\u202erlo\u200f\u061c"
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+# Copies the record, except that step 2 (the refund) is re-decided half the time: the locus.
+POLICY = (
+    "from car import Action\n"
+    "class Copy:\n"
+    "    spec = 'copy'\n"
+    "    def __init__(self, trace):\n"
+    "        self.trace = trace\n"
+    "    async def act(self, decision, key):\n"
+    "        if decision.step == 2 and key.uniform() < 0.5:\n"
+    "            return Action(text='I will escalate this.')\n"
+    "        return self.trace.steps[decision.step].action\n"
+    "def policy(trace):\n"
+    "    return Copy(trace)\n"
+)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A folder holding support-refund with an actor whose id is `HOSTILE`, and the options that
+    attribute it (the locus, step 2, is that actor's)."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    actor = "support " + HOSTILE
+    doc["actors"][0]["id"] = actor
+    for step in doc["steps"]:
+        step["actor"] = actor
+    doc.pop("replay")
+    doc.pop("metadata")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "hostile.json").write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
+    options = [
+        "--policy", f"{tmp_path / 'copy.py'}@policy", "--env", "recorded",
+        "--scorer", "tool-called:issue_refund", "--samples", "16", "--no-store",
+    ]  # fmt: skip
+    return runs, options
+
+
+def _raw(text: str) -> set[str]:
+    return {f"U+{ord(c):04X}" for c in RAW.findall(text)}
+
+
+def test_progress_and_gate_lines_show_escapes(run_cli: RunCli, hostile: tuple[Path, list[str]]) -> None:
+    """The gate line of one trace and the per-trace line of a batch printed the actor id raw on
+    stderr: its escape sequences cleared the screen and retitled the window (a terminal), or
+    coloured a CI log."""
+    runs, options = hostile
+    one = run_cli("blame", runs / "hostile.json", *options, "--fail-on-blame", "any")
+    assert one.code == 1, one.err
+    assert "car: gate: step 2 (support \\x1b[31mred" in one.err
+    batch = run_cli("blame", runs, *options, "--fail-on-blame", "any", "--format", "jsonl")
+    assert batch.code == 1, batch.err
+    assert "hostile.json: gate: step 2 (support \\x1b[31mred" in batch.err
+    for res in (one, batch):
+        assert _raw(res.err) == set(), res.err
+
+
+def test_annotations_and_junit_show_escapes(run_cli: RunCli, hostile: tuple[Path, list[str]]) -> None:
+    """`--format github` and `--format junit` carried the actor's escape sequences, carriage return
+    and right-to-left override raw into the annotations and the XML."""
+    runs, options = hostile
+    github = run_cli("blame", runs, *options, "--format", "github")
+    assert github.code == 0, github.err
+    [warning] = [line for line in github.out.splitlines() if line.startswith("::warning ")]
+    assert "title=car blames step 2 (support \\x1b[31mred" in warning
+    assert "\\x0dback\\x9b\\x202erlo\\x200f\\x61c" in warning
+    junit = run_cli("blame", runs, *options, "--format", "junit")
+    assert junit.code == 0, junit.err
+    out = ET.fromstring(junit.out).findtext("testsuite/testcase/system-out") or ""
+    assert "Step 2 (support \\x1b[31mred" in out and "\\x202erlo" in out
+    for text in (github.out, junit.out):
+        assert _raw(text) == set(), text
+
+
+def test_table_and_markdown_show_bidi_marks_as_escapes(
+    run_cli: RunCli, hostile: tuple[Path, list[str]]
+) -> None:
+    """The right-to-left and Arabic letter marks (U+200F, U+061C) reached the table and Markdown
+    raw, where the HTML page shows them as escapes."""
+    runs, options = hostile
+    for fmt in ("table", "markdown"):
+        res = run_cli("blame", runs / "hostile.json", *options, "--format", fmt)
+        assert res.code == 0, res.err
+        assert "\\x200f" in res.out and "\\x61c" in res.out
+        assert _raw(res.out) == set(), res.out
