@@ -50,6 +50,7 @@ __all__ = [
     "parse_prices",
     "parse_reports",
     "prepare_output",
+    "print_table",
     "run_blame",
     "write_report",
 ]
@@ -456,7 +457,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             and (not results or results[0].report is None)
         ):
             continue  # one trace and no report: the error line on stderr says it all
-        if fmt is OutputFormat.table and path is None and not batch and _styled(results, out):
+        if fmt is OutputFormat.table and path is None and print_table(results, out, batch=batch):
             continue
         text = render_output(fmt, results, batch=batch)
         if path is None:
@@ -486,10 +487,10 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         say(f"stopped early (--fail-fast): {left} trace{'s' if left != 1 else ''} not attributed")
     if batch and not req.quiet and (req.fmt is not OutputFormat.table or req.output is not None):
         # stdout holds a machine format (or nothing): the summary table goes to stderr for people
-        from car.outputs import summary_table
+        from car.outputs import fitted_summary
 
         if err.is_terminal:
-            err.print(summary_table(results))
+            err.print(fitted_summary(results, err))
         else:
             sys.stderr.write(render_output(OutputFormat.table, results, batch=True))
     if batch:
@@ -597,14 +598,21 @@ async def _refusals(req: BlameRequest, planned: Sequence[_Planned]) -> list[Trac
     return out
 
 
-def _styled(results: Sequence[TraceResult], out: IO[str]) -> bool:
-    """Print one report's table with styles when stdout is a terminal."""
+def print_table(results: Sequence[TraceResult], out: IO[str], *, batch: bool) -> bool:
+    """When `out` is a terminal, print the table there, styled and fitted to its width: one
+    report's ranked table, or the summary of a batch (or of a trace without a report); whether
+    it did. Files and pipes get `render_output`'s fixed width instead."""
+    from car.outputs import fitted_summary
     from car.render import render_table
 
     console = Console(file=out, no_color=bool(os.environ.get("NO_COLOR")) or None)
-    if not console.is_terminal or not results or results[0].report is None:
+    if not console.is_terminal or not results:
         return False
-    render_table(results[0].report, console, stored=results[0].stored_rollouts)
+    report = results[0].report
+    if batch or report is None:
+        console.print(fitted_summary(results, console))
+    else:
+        render_table(report, console, stored=results[0].stored_rollouts)
     return True
 
 

@@ -746,7 +746,7 @@ def report_cmd(
     """
     global _DEBUG
     _DEBUG = debug
-    from car.ci import check_rerender_output, rerender, suffix_note, write_report
+    from car.ci import check_rerender_output, print_table, rerender, suffix_note, write_report
     from car.gates import final_exit_code
     from car.outputs import counts_line
 
@@ -756,7 +756,9 @@ def report_cmd(
     check_rerender_output(source, output)
     text, results = rerender(source, fmt, trace=trace, pick=pick)
     if output is None:
-        sys.stdout.write(text)
+        # A terminal gets the table fitted to it, as `car blame` prints it there.
+        if fmt is not Format.table or not print_table(results, sys.stdout, batch=len(results) > 1):
+            sys.stdout.write(text)
     else:
         write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
         print(f"{fmt.value} report written to {output}{suffix_note(output, by_suffix)}", file=sys.stderr)

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 
 from car.batch import RECORD_VERSION, Status, TraceResult, report_status
@@ -38,7 +38,17 @@ from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
 from car.jsonfile import describe_validation_error, kind_of, loads, read_bytes
-from car.render import literal, render_json, render_table, rollouts_served, visible
+from car.render import (
+    Layout,
+    as_blocks,
+    figure,
+    fit_layouts,
+    literal,
+    render_json,
+    render_table,
+    rollouts_served,
+    visible,
+)
 from car.report import (
     REPORT_VERSION,
     Estimate,
@@ -61,6 +71,7 @@ __all__ = [
     "escape_data",
     "escape_property",
     "fit_bytes",
+    "fitted_summary",
     "github_annotations",
     "read_results",
     "render_output",
@@ -228,6 +239,48 @@ def summary_table(results: Sequence[TraceResult]) -> Table:
     for row in rows:
         table.add_row(*(literal(row[k]) for k in _HEADERS))
     return table
+
+
+_FIGURES = ("confidence", "match", "rollouts")  # never broken inside the table
+
+
+def fitted_summary(results: Sequence[TraceResult], console: Console) -> RenderableType:
+    """The summary table fitted to a terminal (`summary_table` is for files and pipes), as the
+    ranked table is (`car.render.fit_layouts`): the credit (or error) wraps between words, then each
+    interval and stored count moves under its figure, then the headers wrap, then the trace's path
+    and the credit's longer words fold; below that each trace is a block of its own. Nothing is
+    cut."""
+    rows = summary_rows(results)
+
+    def build(split: bool) -> Table:
+        table = Table(
+            title="car blame: summary",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            padding=(0, 0),
+            collapse_padding=True,
+        )
+        for key, head in _HEADERS.items():  # text folds a word too long (a path) rather than cut it
+            table.add_column(head, overflow="fold", no_wrap=key not in ("trace", "credit"))
+        for row in rows:
+            table.add_row(
+                *(
+                    figure(row[k].replace(" ", "\n", 1) if split else row[k])
+                    if k in _FIGURES
+                    else literal(row[k])
+                    for k in _HEADERS
+                )
+            )
+        return table
+
+    layouts: list[Layout] = [
+        (False, {}, (2,)),
+        (True, {}, (2,)),
+        (True, {}, range(1, 7)),
+        (True, {0: 16, 2: 12}, range(1, 7)),
+    ]
+    return fit_layouts(build, console, layouts) or as_blocks(build(True), 0, truncate=())
 
 
 def _table(results: Sequence[TraceResult], batch: bool) -> str:

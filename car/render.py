@@ -195,7 +195,7 @@ def as_blocks(table: Table, heading: int, truncate: Collection[int]) -> Group:
     """`table` for a console too narrow for it: its title, then a block per row: a heading of the first
     `heading` columns ("# 1  step 4"), then a line per other column, header then value. The `truncate`
     columns (trace text) keep one line ending in "…"; a value of several lines is joined into one that
-    wraps between words, so a figure is never cut."""
+    wraps between words (a word wider than the console folds), so a figure is never cut."""
 
     def one_line(cell: RenderableType) -> Text:
         return Text(" ").join(cell.split()) if isinstance(cell, Text) else Text(str(cell))
@@ -213,7 +213,7 @@ def as_blocks(table: Table, heading: int, truncate: Collection[int]) -> Group:
         grid.add_column()
         for i, (header, cells) in enumerate(columns[heading:], heading):
             value = one_line(cells[row])
-            value.no_wrap, value.overflow = (True, "ellipsis") if i in truncate else (False, None)
+            value.no_wrap, value.overflow = (True, "ellipsis") if i in truncate else (False, "fold")
             grid.add_row(header, value)
         parts += [head, Padding(grid, (0, 0, 0, 2), expand=False)]
     return Group(*parts)
