@@ -44,7 +44,7 @@ _CSS = """
 --locus-soft:#fdecea;--warn:#8a5a00;--warn-soft:#fff8e1;--accent:#37474f;--shared:#b26a00}
 *{box-sizing:border-box}
 body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
-color:var(--ink);background:#fff}
+color:var(--ink);background:#fff;overflow-wrap:anywhere}
 main{max-width:980px;margin:0 auto;padding:24px 20px 48px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:32px 0 8px;padding-bottom:4px;
 border-bottom:1px solid var(--line)}

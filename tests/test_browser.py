@@ -98,3 +98,29 @@ def test_support_refund_report_renders_cleanly(browser: Browser, tmp_path: Path)
     shot = browser.screenshot()
     assert shot.startswith(PNG) and len(shot) > 10_000
     (tmp_path / "report.png").write_bytes(shot)
+
+
+def test_long_words_stay_inside_the_window(browser: Browser, tmp_path: Path) -> None:
+    """A trace id or an action with nowhere to break (a run's path, a URL) made the page wider than
+    the window (1419 pixels in 1100 for a 131-character id): the title, the headline's action and the
+    Numbers table did not wrap them."""
+    trace_path = ROOT / "traces" / "support-refund.json"
+    report = car.blame(trace_path, samples=8, match_samples=2, seed=0)
+    assert report.locus == 1
+    trace = car.load_trace(trace_path)
+    url = "https://shop.example.org/orders/A-1042/refund?reason=late&token=" + "f" * 60
+    run_id = "eval-2024-06-01T12:00:00Z/web-shop/" + "a3f9c2e1b7d4" * 8
+    steps = list(trace.steps)
+    steps[1] = steps[1].model_copy(update={"action": steps[1].action.model_copy(update={"text": url})})
+    trace = trace.model_copy(update={"id": run_id, "steps": steps})
+    rows = list(report.steps)
+    rows[1] = rows[1].model_copy(update={"action": steps[1].action.summary()})
+    report = report.model_copy(update={"trace_id": run_id, "steps": rows})
+    page = tmp_path / "report.html"
+    page.write_text(render_html(report, trace), encoding="utf-8")
+
+    browser.open(page.as_uri())
+    width, window = browser.script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width <= window
+    (title,) = browser.find("h1")
+    assert run_id in browser.text(title).replace("\n", "")
