@@ -46,8 +46,10 @@ _CONTROL = re.compile(
 
 def visible(text: str) -> str:
     """`text` with its control and bidirectional characters shown as `\\xNN` escapes; tabs and line
-    breaks are kept."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    breaks are kept. So is the `[` of `##[`: a GitHub Actions runner takes `##[error]`,
+    `##[stop-commands]` and the like for a command anywhere in a log line, so a trace could raise
+    annotations in a CI job or silence car's own."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).replace("##[", "##\\x5b")
 
 
 def literal(text: str) -> Text:

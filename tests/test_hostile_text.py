@@ -18,8 +18,12 @@ RunCli = Callable[..., Result]
 
 # Escape sequences (colour, clear screen, a window title, an OSC 8 link), a bell, a carriage
 # return, a C1 control, a right-to-left override and the right-to-left and Arabic letter marks.
-HOSTILE = "\x1b[31mred\x1b[2J\x1b]0;title\x07\x1b]8;;http://x\x1b\\link\rback\x9b\u202erlo\u200f\u061c"
-RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Last, a GitHub Actions runner command, which the runner acts on anywhere in a line.
+HOSTILE = (
+    "\x1b[31mred\x1b[2J\x1b]0;title\x07\x1b]8;;http://x\x1b\\link\rback\x9b\u202erlo\u200f\u061c"
+    "##[stop-commands]hush"
+)
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|##\\[")
 
 # Copies the record, except that step 2 (the refund) is re-decided half the time: the locus.
 POLICY = (
@@ -60,7 +64,7 @@ def hostile(tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 def _raw(text: str) -> set[str]:
-    return {f"U+{ord(c):04X}" for c in RAW.findall(text)}
+    return {c if c == "##[" else f"U+{ord(c):04X}" for c in RAW.findall(text)}
 
 
 def test_progress_and_gate_lines_show_escapes(run_cli: RunCli, hostile: tuple[Path, list[str]]) -> None:
