@@ -463,9 +463,12 @@ def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATI
             gates = "; ".join(res.gates)
             errors.append(_command("error", "car: gate tripped", f"{res.label}: {gates}", res.path))
         r = res.report
-        if r is not None and r.locus is not None:
-            title = f"car blames step {r.locus} ({r.locus_actor})"
-            warnings.append(_command("warning", title, f"{res.label}: {r.headline}", res.path))
+        if r is None or _outcome(res) not in ("blamed", "shared"):
+            continue
+        # No locus, but shared drops or a Shapley split credit steps: the summary's credit.
+        title = f"car blames step {r.locus} ({r.locus_actor})" if r.locus is not None else None
+        title = title or f"car: {credit_text(r)}"
+        warnings.append(_command("warning", title, f"{res.label}: {r.headline}", res.path))
     out: list[str] = []
     for kind, items in (("error", errors), ("warning", warnings)):
         out += items[:limit]

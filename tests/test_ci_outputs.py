@@ -395,6 +395,20 @@ def test_github_command_escaping() -> None:
     assert "\n" not in cmd
 
 
+def test_a_trace_credited_by_shapley_alone_gets_its_warning() -> None:
+    """A trace whose contrastive estimate abstained while Shapley credited a step is `blamed` in
+    the summary, but got no `::warning` (only a locus did), though docs/ci.md promises one for each
+    trace's blamed step."""
+    (res,) = blame_many([PIVOT], options=BatchOptions(samples=2, match_samples=2))
+    assert res.report is not None and res.report.locus is None and res.report.shapley is not None
+    [warning] = github_annotations([res])
+    assert warning.startswith(f"::warning file={PIVOT},title=car%3A Shapley%3A step 1 100%25::")
+    assert "car cannot name a decisive step" in warning and "Shapley: the Shapley credit goes" in warning
+    # A trace that abstained with no credit anywhere gets none.
+    nothing = replace(res, report=res.report.model_copy(update={"shapley": None}))
+    assert github_annotations([nothing]) == []
+
+
 def test_github_annotations_are_capped() -> None:
     many = [TraceResult(f"t{i}.json", None, "input-error", error="bad") for i in range(25)]
     cmds = github_annotations(many)
