@@ -27,6 +27,7 @@ from car.report import (
     many,
     percent,
     samples_per_step,
+    spent_text,
 )
 from car.trace import Action, Message, Step, Trace, task_of
 
@@ -344,9 +345,7 @@ def _shapley_section(report: Report) -> str:
     )
     note = (
         f"Σφ = {sh.total:.2f} against v(N) \u2212 v(∅) = {_est(va)} \u2212 {_est(vn)} = {diff}. "
-        f"Method: {sh.method}"
-        + (", budget reached" if sh.budget_reached else "")
-        + f"; {many(sh.budget.rollouts, 'rollout')}, {many(sh.budget.policy_calls, 'policy call')}."
+        f"Method: {sh.method}; {spent_text(sh)}."
     )
     why = f"<p>Why: {esc(report.method_reason)}.</p>" if report.method_reason else ""
     return "\n".join(

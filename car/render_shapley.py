@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from car.render import as_blocks, figure, fit_layouts, literal
-from car.report import Report, ShapleyPlayer, ShapleyReport, many, percent
+from car.report import Report, ShapleyPlayer, ShapleyReport, percent, spent_text
 
 __all__ = ["phi_cell", "shapley_lines", "shapley_table", "share_cell", "step_players"]
 
@@ -98,25 +98,8 @@ def shapley_lines(report: Report) -> list[Text]:
     if sh.v_all.estimate is not None and sh.v_none.estimate is not None:
         gap = sh.v_all.estimate - sh.v_none.estimate
     eff = f"sum phi {sh.total:.3f}" + (f" vs v(N) - v(empty) {gap:.3f}" if gap is not None else "")
-    b = sh.budget
-    stop = (
-        "budget reached"
-        if sh.budget_reached
-        else (f"target half-width {sh.target_width:g} met" if sh.target_width else "budget not reached")
-    )
-    unit = ("replicate", "replicates") if sh.method == "exact" else ("pair of walks", "pairs of walks")
-    rollouts = (
-        f"{b.rollouts} of {many(sh.budget_limit, 'rollout')}"
-        if sh.budget_limit is not None
-        else many(b.rollouts, "rollout")
-    )
     return [
         Text(f"Shapley ({sh.method}, players: {sh.players_kind}) because ")
         + literal(report.method_reason or "requested"),
-        Text(
-            f"  {eff}; {rollouts}, {many(b.policy_calls, 'policy call')}, "
-            f"{many(b.reused, 'reused fork')}"
-            + (f", {many(sh.units, *unit)}" if sh.units is not None else "")
-            + f"; {stop}"
-        ),
+        Text(f"  {eff}; {spent_text(sh)}"),
     ]

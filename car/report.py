@@ -34,6 +34,7 @@ __all__ = [
     "many",
     "percent",
     "samples_per_step",
+    "spent_text",
 ]
 
 REPORT_VERSION = "car.report/v1"
@@ -335,6 +336,29 @@ def percent(fraction: float) -> str:
 def many(n: int, noun: str, plural: str | None = None) -> str:
     """A count and its noun, singular for one: "1 trace", "3 traces", "1 policy call"."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def spent_text(sh: ShapleyReport) -> str:
+    """What the Shapley run used against what it was allowed, and why it stopped: '999 of 1000
+    rollouts, 365 of 400 policy calls, 297 reused forks, 259 pairs of walks; budget reached'."""
+    b = sh.budget
+    stop = (
+        "budget reached"
+        if sh.budget_reached
+        else (f"target half-width {sh.target_width:g} met" if sh.target_width else "budget not reached")
+    )
+    unit = ("replicate", "replicates") if sh.method == "exact" else ("pair of walks", "pairs of walks")
+
+    def used(n: int, limit: int | None, what: str) -> str:
+        return f"{n} of {many(limit, what)}" if limit is not None else many(n, what)
+
+    return (
+        f"{used(b.rollouts, sh.budget_limit, 'rollout')}, "
+        f"{used(b.policy_calls, sh.budget_calls_limit, 'policy call')}, "
+        f"{many(b.reused, 'reused fork')}"
+        + (f", {many(sh.units, *unit)}" if sh.units is not None else "")
+        + f"; {stop}"
+    )
 
 
 def samples_per_step(report: Report) -> str:

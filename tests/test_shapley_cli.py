@@ -159,3 +159,20 @@ def test_auto_fallback_that_cannot_be_paid_is_a_note() -> None:
 def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     code, _, err = run_cli(capsys, "blame", str(TRACES / "and.json"), *args)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_the_policy_call_budget_is_shown_beside_what_was_used(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With --budget-calls the report said '274 of 1000 rollouts, 365 policy calls; budget
+    reached': the limit that stopped the run was nowhere, and the HTML page gave neither limit."""
+    args = ("blame", str(TRACES / "and.json"), "--method", "shapley", "--budget-calls", "400")
+    code, out, _ = run_cli(capsys, *args, "--format", "json")
+    assert code == 0
+    sh = json.loads(out)["shapley"]
+    assert sh["budget_reached"] and sh["budget"]["policy_calls"] <= 400
+    b = sh["budget"]
+    used = f"{b['rollouts']} of 1000 rollouts, {b['policy_calls']} of 400 policy calls"
+    for fmt in ("table", "markdown", "html"):
+        code, out, _ = run_cli(capsys, *args, "--format", fmt)
+        assert code == 0 and used in " ".join(out.split()), fmt
