@@ -384,6 +384,7 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
     if len(ordered) > top:
         more = many(len(ordered) - top, "more decision step")
         lines.append(f"\n… {more} (see the JSON report)")
+    lines += _md_shapley(r)
     labelled = label_line(r)
     if labelled is not None:
         lines += ["", md(labelled)]
@@ -396,6 +397,29 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
         "",
     ]
     return lines
+
+
+def _md_shapley(r: Report) -> list[str]:
+    """The Shapley credit, when it ran: each player's phi with its interval and share, ranked, then
+    why it ran and what it used, as the table's lines say it."""
+    from car.render_shapley import shapley_lines
+
+    sh = r.shapley
+    if sh is None:
+        return []
+    rows = [
+        [
+            str(i),
+            md(p.id),
+            ", ".join(map(str, p.steps)),
+            f"{p.value:+.0%} [{p.low:+.0%}, {p.high:+.0%}]",
+            "-" if p.share is None else f"{p.share:.0%}",
+        ]
+        for i, p in enumerate(sorted(sh.players, key=lambda p: -p.value), 1)
+    ]
+    why, spent = (md(line.plain.strip()) for line in shapley_lines(r))
+    phi = f"phi [{percent(sh.level or r.level)} CI]"
+    return ["", f"{why}:", "", *_md_table(["#", "player", "steps", phi, "share"], rows), "", spent]
 
 
 def _markdown(results: Sequence[TraceResult], batch: bool) -> str:

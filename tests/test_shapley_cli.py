@@ -161,6 +161,24 @@ def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str], args: list[str],
     assert code == 2 and message in err and err.count("\n") == 1
 
 
+def test_markdown_report_has_the_shapley_credit(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--format markdown` (and the GitHub job summary made from it) showed the rescue table and the
+    headline's shares only: no phi, no interval, neither why Shapley ran nor what it used."""
+    args = ("blame", str(TRACES / "research-team.json"), "--method", "shapley", "--budget", "300")
+    code, out, _ = run_cli(capsys, *args, "--players", "agents", "--format", "json")
+    assert code == 0
+    sh = json.loads(out)["shapley"]
+    code, out, _ = run_cli(capsys, *args, "--players", "agents", "--format", "markdown")
+    assert code == 0
+    assert "Shapley (permutation, players: agents) because requested (--method shapley):" in out
+    assert "| # | player | steps | phi [95% CI] | share |" in out
+    for p in sh["players"]:
+        phi = f"{p['value']:+.0%} [{p['low']:+.0%}, {p['high']:+.0%}]"
+        steps = ", ".join(map(str, p["steps"]))
+        assert f"| {p['id']} | {steps} | {phi} | {p['share']:.0%} |" in out
+    assert f"{sh['budget']['rollouts']} of 300 rollouts" in out and "budget reached" in out
+
+
 def test_the_policy_call_budget_is_shown_beside_what_was_used(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
