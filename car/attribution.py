@@ -219,6 +219,18 @@ async def blame_async(
         budget_calls=budget_calls,
         target_width=target_width,
     )
+    # Options only Shapley uses: under --method auto a note names them if no rule fires.
+    shapley_set = [
+        option_name(name, str(value))
+        for name, value, default in (
+            ("players", players, "steps"),
+            ("shapley_method", shapley_method, "auto"),
+            ("budget", budget, DEFAULT_BUDGET),
+            ("budget_calls", budget_calls, None),
+            ("target_width", target_width, None),
+        )
+        if value is not None and value != default
+    ]
     budget = DEFAULT_BUDGET if budget is None else budget  # None: the default, as in BatchOptions
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
@@ -302,6 +314,7 @@ async def blame_async(
             progress=progress,
             max_error_rate=max_error_rate,
             grant=runner.grant if runner is not None else None,
+            options_set=shapley_set,
         )
     finally:
         # Backends report retries and capabilities, and hold connections: settle them whatever happened.

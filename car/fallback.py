@@ -9,11 +9,12 @@ replay never reproduces it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from car.errors import BudgetError
+from car.errors import BudgetError, option_name
 from car.replay import Replay
-from car.report import Budget, Report
+from car.report import Budget, Report, listed
 from car.runner import Grant
 from car.shapley import (
     Player,
@@ -113,17 +114,27 @@ async def shapley_into_report(
     progress: Progress | None,
     max_error_rate: float,
     grant: Grant | None = None,
+    options_set: Sequence[str] = (),
 ) -> Report:
     """Run Shapley when a rule fires and fold its section, budget and notes into `report`.
 
     `grant` is the run-wide budget of a batch (`--max-rollouts`, `--max-policy-calls`): a run the
     rules started (`auto`) gets what it leaves, and the report says when that cut the budget.
+    `options_set` names the Shapley options the caller set (`--players agents`): when no rule fires
+    they did nothing, and a note says so.
     """
     reason = fallback_reason(report, method)
     if reason is None:
         why = _nothing_to_attribute(report)
         if method == "shapley" and why is not None:
             report.notes.append(f"Shapley not run: {why}")
+        elif method == "auto" and why is None and options_set:
+            report.notes.append(
+                f"Shapley not run: step {report.locus} carries the blame alone (no rule of "
+                f"{option_name('method', 'auto')} fired), so {listed(options_set)} "
+                f"{'was' if len(options_set) == 1 else 'were'} not used; "
+                f"{option_name('method', 'shapley')} runs it anyway"
+            )
         return report
     if grant is not None and method == "auto":
         wanted_calls = budget_calls or calls_estimate(budget, len(replay.trace.decision_steps))

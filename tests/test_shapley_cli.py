@@ -194,3 +194,25 @@ def test_the_policy_call_budget_is_shown_beside_what_was_used(
     for fmt in ("table", "markdown", "html"):
         code, out, _ = run_cli(capsys, *args, "--format", fmt)
         assert code == 0 and used in " ".join(out.split()), fmt
+
+
+def test_shapley_options_unused_under_auto_are_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """Under --method auto a single locus runs no Shapley: --players and --budget given then did
+    nothing, and the report said nothing of it."""
+    code, out, _ = run_cli(
+        capsys,
+        *("blame", str(TRACES / "pivot.json"), "--players", "agents", "--budget", "500"),
+        "--format",
+        "json",
+    )
+    assert code == 0
+    report = json.loads(out)
+    assert report["method"] == "contrastive" and report["locus"] == 1
+    assert (
+        "Shapley not run: step 1 carries the blame alone (no rule of --method auto fired), so "
+        "--players agents and --budget 500 were not used; --method shapley runs it anyway"
+    ) in report["notes"]
+    # from Python, in its own words; and no note when no Shapley option was set
+    notes = car.blame(str(TRACES / "pivot.json"), target_width=0.1).notes
+    assert any("so target_width=0.1 was not used; method=shapley runs" in n for n in notes)
+    assert not any(n.startswith("Shapley") for n in car.blame(str(TRACES / "pivot.json")).notes)
