@@ -525,6 +525,8 @@ def estimate_trace(trace: Trace, options: BatchOptions, deterministic_scorer: bo
     shapley = 0 if options.method == "contrastive" else (options.budget or DEFAULT_BUDGET)
     if options.method == "shapley":
         shapley_calls = calls_estimate(shapley, m)
+        if options.budget_calls is not None:  # the run never exceeds it
+            shapley_calls = min(shapley_calls, options.budget_calls)
         return WorkEstimate(1, rollouts + shapley, draws, calls + shapley_calls + draws)
     return WorkEstimate(1, rollouts, draws, calls + draws, shapley_rollouts=shapley)
 

@@ -303,6 +303,25 @@ def test_estimates_follow_the_method() -> None:
     assert estimate_trace(trace, replace(adaptive_base, budget=50), True).rollouts == 50
 
 
+def test_a_shapley_run_s_policy_calls_are_estimated_within_its_budget_calls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--budget-calls caps what Shapley may call, but the estimate counted every rollout re-deciding
+    every step: with --budget-calls 500 --max-policy-calls 800 the trace (which uses under 600) was
+    skipped as needing about 1116 policy calls."""
+    from car.batch import estimate_trace
+    from car.trace import load_trace
+
+    options = BatchOptions(method="shapley", budget=300, budget_calls=500)
+    capped = estimate_trace(load_trace(TRACES / "and.json"), options, True)
+    uncapped = estimate_trace(load_trace(TRACES / "and.json"), replace(options, budget_calls=None), True)
+    assert uncapped.policy_calls - capped.policy_calls == 300 * 3 - 500
+    args = ["blame", str(TRACES / "and.json"), "--method", "shapley", "--budget", "300"]
+    code, out, err = run([*args, "--budget-calls", "500", "--max-policy-calls", "800"], capsys)
+    assert code == 0 and "skipped" not in err, err
+    assert "of 500 policy calls" in out
+
+
 def test_cost_from_usage_and_prices(work: Path) -> None:
     opts = BatchOptions(
         policy=METERED,
