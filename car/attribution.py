@@ -37,7 +37,17 @@ from car.importers import load_any
 from car.jsonfile import utf8_text
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, describe_error, gather_all
-from car.report import Budget, Estimate, Labelled, Report, Specs, StepReport, many, percent
+from car.report import (
+    Budget,
+    Estimate,
+    Labelled,
+    Report,
+    Specs,
+    StepReport,
+    listed,
+    many,
+    percent,
+)
 from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
@@ -231,6 +241,12 @@ async def blame_async(
         )
         if value is not None and value != default
     ]
+    if method == "contrastive" and shapley_set:  # never ignored in silence, as on the command line
+        raise InputError(
+            f"{option_name('method', 'contrastive')} runs no Shapley, so {listed(shapley_set)} "
+            f"would be ignored; drop {'it' if len(shapley_set) == 1 else 'them'}, or use "
+            f"{option_name('method', 'auto')} or shapley"
+        )
     budget = DEFAULT_BUDGET if budget is None else budget  # None: the default, as in BatchOptions
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
     try:
@@ -446,7 +462,8 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     abstains or finds shared credit), "shapley" (always) or "contrastive" (never); `players` is
     "steps", "agents" or groups like "0,1;2,3"; `shapley_method` "auto", "exact" or "permutation";
     `budget` caps Shapley's rollouts, `budget_calls` its policy calls; `target_width` stops early
-    once every interval half-width is at most that.
+    once every interval half-width is at most that. With `method="contrastive"` these are an
+    `InputError` when not at their defaults: nothing would use them.
 
     An argument of the wrong type or out of range is an `InputError` naming it (`samples= must be
     at least 1, got 0`) before any work.

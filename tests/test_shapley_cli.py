@@ -8,7 +8,7 @@ import pytest
 
 import car
 from car.cli import main
-from car.errors import BudgetError
+from car.errors import BudgetError, InputError
 from car.fallback import fallback_reason
 from tests.conftest import TRACES
 
@@ -56,6 +56,16 @@ def test_single_locus_keeps_contrastive() -> None:
 def test_method_contrastive_never_runs_shapley() -> None:
     report = car.blame(str(TRACES / "and.json"), method="contrastive")
     assert report.shapley is None and report.method == "contrastive"
+
+
+def test_method_contrastive_refuses_shapley_options_from_python() -> None:
+    """The command line and `BatchOptions` refuse them; `car.blame` ignored them in silence."""
+    with pytest.raises(InputError) as err:
+        car.blame(str(TRACES / "and.json"), method="contrastive", players="agents", budget=50)
+    assert str(err.value) == (
+        "method=contrastive runs no Shapley, so players=agents and budget=50 would be ignored; "
+        "drop them, or use method=auto or shapley"
+    )
 
 
 def test_agents_players_on_the_research_team() -> None:
