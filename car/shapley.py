@@ -122,6 +122,8 @@ def parse_players(trace: Trace, spec: str) -> tuple[PlayersKind, list[Player]]:
                     f"{given}: step {step} is not a decision step of trace {trace.id!r}; "
                     f"decision steps are {', '.join(map(str, decisions))}"
                 )
+            if step in steps:
+                raise InputError(f"{given}: group {g + 1} ({part.strip()!r}) names step {step} twice")
             if step in seen:
                 raise InputError(f"{given}: step {step} is in more than one group")
             seen.add(step)

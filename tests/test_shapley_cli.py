@@ -161,6 +161,9 @@ def test_auto_fallback_that_cannot_be_paid_is_a_note() -> None:
     ("args", "message"),
     [
         (["--players", "0,99"], "not a decision step"),
+        # it said "step 0 is in more than one group" of a step repeated in one group
+        (["--players", "0,0;1"], "--players '0,0;1': group 1 ('0,0') names step 0 twice"),
+        (["--players", "0;1,0"], "--players '0;1,0': step 0 is in more than one group"),
         (["--budget", "0"], "--budget must be at least 1"),
         (["--target-width", "2"], "--target-width must be in (0, 1)"),
         (["--method", "nope"], "nope"),
