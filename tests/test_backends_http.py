@@ -338,16 +338,13 @@ def _page(title: str) -> str:
     return f"<!DOCTYPE html>\n<html><head><title>{title}</title></head><body>{'x' * 300}</body></html>"
 
 
-@pytest.mark.parametrize("status", [200, 404, 405, 501])
-def test_a_web_page_answering_fails_at_once_and_asks_for_the_base_url(status: int) -> None:
-    """A web server at the base URL (`python -m http.server` answers POST with 501, a web app with
-    its page): a 200 page was retried as a malformed body, a 501 as a server error, six attempts
-    each, then the error quoted the page's markup and said nothing of the URL."""
+def _answered_with_a_page(status: int, title: str, **kw: int) -> tuple[int, str]:
+    """Requests sent and the error raised when every answer is an HTML page titled `title`."""
     sent: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         sent.append(request)
-        return httpx.Response(status, text=_page("My App"), headers={"content-type": "text/html"})
+        return httpx.Response(status, text=_page(title), headers={"content-type": "text/html"})
 
     async def main() -> None:
         http = HttpBackend(
@@ -356,6 +353,7 @@ def test_a_web_page_answering_fails_at_once_and_asks_for_the_base_url(status: in
             {},
             backoff_base=0.0,
             transport=httpx.MockTransport(handler),
+            **kw,
         )
         try:
             await http.post_json("chat/completions", {"model": "m"})
@@ -364,8 +362,17 @@ def test_a_web_page_answering_fails_at_once_and_asks_for_the_base_url(status: in
 
     with pytest.raises(BackendError) as caught:
         asyncio.run(main())
-    assert len(sent) == 1
-    assert str(caught.value) == (
+    return len(sent), str(caught.value)
+
+
+@pytest.mark.parametrize("status", [200, 404, 405, 501])
+def test_a_web_page_answering_fails_at_once_and_asks_for_the_base_url(status: int) -> None:
+    """A web server at the base URL (`python -m http.server` answers POST with 501, a web app with
+    its page): a 200 page was retried as a malformed body, a 501 as a server error, six attempts
+    each, then the error quoted the page's markup and said nothing of the URL."""
+    sent, error = _answered_with_a_page(status, "My App")
+    assert sent == 1
+    assert error == (
         f"openai: http://127.0.0.1:9/v1/chat/completions: HTTP {status}"
         + (" with" if status == 200 else ":")
         + " an HTML page ('My App'), not the model API's JSON: is the base URL right?"
@@ -373,29 +380,9 @@ def test_a_web_page_answering_fails_at_once_and_asks_for_the_base_url(status: in
 
 
 def test_a_proxys_error_page_is_retried_and_named_by_its_title() -> None:
-    sent: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(502, text=_page("502 Bad Gateway"), headers={"content-type": "text/html"})
-
-    async def main() -> None:
-        http = HttpBackend(
-            "openai",
-            "http://127.0.0.1:9/v1",
-            {},
-            max_attempts=3,
-            backoff_base=0.0,
-            transport=httpx.MockTransport(handler),
-        )
-        try:
-            await http.post_json("chat/completions", {"model": "m"})
-        finally:
-            await http.aclose()
-
-    with pytest.raises(BackendError, match=r"last: HTTP 502: an HTML page \('502 Bad Gateway'\)$"):
-        asyncio.run(main())
-    assert len(sent) == 3
+    sent, error = _answered_with_a_page(502, "502 Bad Gateway", max_attempts=3)
+    assert sent == 3
+    assert error.endswith("last: HTTP 502: an HTML page ('502 Bad Gateway')")
 
 
 def test_a_password_in_the_base_url_is_kept_out_of_messages() -> None:
