@@ -691,7 +691,7 @@ def _report(
 
     errored = c.errors
     status: Literal["ok", "backend-errors"] = "ok"
-    if c.rollouts and errored / c.rollouts > max_error_rate:
+    if c.erred_beyond(max_error_rate):
         status = "backend-errors"
     if errored:
         notes.append(_errored_note(errored, c.rollouts, c.first_error, locus is not None))

@@ -192,7 +192,7 @@ async def shapley_into_report(
     )
     # The rule the contrastive part applied to its own rollouts holds for the whole run: a Shapley
     # game that mostly errored rests on the few units that did not, whatever the arms did.
-    if c.rollouts and c.errors / c.rollouts > max_error_rate:
+    if c.erred_beyond(max_error_rate):
         report.status = "backend-errors"
     report.notes.extend(f"Shapley: {n}" for n in section.notes)
     if section.summary:

@@ -182,6 +182,10 @@ class Counters:
     match_errors: int = 0  # match draws that failed (left out of the action-match rate)
     first_error: str | None = None
 
+    def erred_beyond(self, max_error_rate: float) -> bool:
+        """Whether more than `max_error_rate` of the rollouts errored: the run is a backend failure."""
+        return bool(self.rollouts) and self.errors / self.rollouts > max_error_rate
+
 
 def _copied(step: Step) -> Turn:
     return Turn(step.index, step.actor, step.action, step.observations, Mode.COPIED)
