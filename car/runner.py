@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -249,10 +251,18 @@ class ManagedReplay(Replay):
     ns: str = ""
     trace_hash: str = ""
 
+    @cached_property
+    def _engine(self) -> Replay:
+        return Replay(self.trace, self.policy, self.env, self.scorer, seed=self.seed, slack=self.slack)
+
     def _inner(self) -> Replay:
         # A private engine per request: its counters are exactly this rollout's increments, which
-        # is what gets stored, so a stored rollout is counted as the fresh one was.
-        return Replay(self.trace, self.policy, self.env, self.scorer, seed=self.seed, slack=self.slack)
+        # is what gets stored, so a stored rollout is counted as the fresh one was. A copy of one
+        # engine, not a new one: a new engine encodes every recorded turn again (`_rec_ids`), work
+        # that grows with the trace, for every rollout.
+        inner = copy.copy(self._engine)
+        inner.counters = Counters()
+        return inner
 
     async def _managed(self, kind: str, key: str, plan: Plan, replicate: int, work: Any) -> Rollout:
         store = self.runner.store
