@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from car.protocols import Mode, Turn
 from car.replay import Counters, Plan, Replay, Rollout
 from car.store import RolloutCache, event_key, namespace
-from car.trace import Action, Observation
+from car.trace import Action, Observation, Trace
 
 __all__ = [
     "Grant",
@@ -203,7 +203,17 @@ class Runner:
 
 
 # -- serialisation of what a stored rollout needs -------------------------------------------------
-def _turn_json(t: Turn) -> dict[str, Any]:
+def _turn_json(t: Turn, trace: Trace) -> dict[str, Any]:
+    rec = trace.steps[t.index] if t.index < len(trace.steps) else None
+    if (
+        rec is not None
+        and t.action is rec.action  # the very action: equal values may differ in JSON (1 and 1.0)
+        and t.actor == rec.actor
+        and t.observations == rec.observations
+    ):
+        # Its position's recorded turn (copied, held, scripted, forced to it): kept by position, or
+        # every stored rollout would hold the text of the record up to its first change.
+        return {"i": t.index, "m": t.mode.value, "d": t.diverged}
     return {
         "i": t.index,
         "a": t.actor,
@@ -214,7 +224,10 @@ def _turn_json(t: Turn) -> dict[str, Any]:
     }
 
 
-def _turn(d: Mapping[str, Any]) -> Turn:
+def _turn(d: Mapping[str, Any], trace: Trace) -> Turn:
+    if "act" not in d:  # the recorded turn at its position
+        rec = trace.steps[int(d["i"])]
+        return Turn(rec.index, rec.actor, rec.action, rec.observations, Mode(d["m"]), bool(d["d"]))
     return Turn(
         int(d["i"]),
         str(d["a"]),
@@ -274,7 +287,7 @@ class ManagedReplay(Replay):
                 return Rollout(
                     plan,
                     replicate,
-                    tuple(_turn(t) for t in hit["turns"]),
+                    tuple(_turn(t, self.trace) for t in hit["turns"]),
                     (None,) * len(hit["turns"]),
                     hit["value"],
                     hit["status"],
@@ -300,7 +313,7 @@ class ManagedReplay(Replay):
                     "error": rollout.error,
                     "policy_calls": rollout.policy_calls,
                     "truncated": rollout.truncated,
-                    "turns": [_turn_json(t) for t in rollout.turns],
+                    "turns": [_turn_json(t, self.trace) for t in rollout.turns],
                     "counters": _counters_json(inner.counters),
                 },
             )

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 
 import pytest
 
 from car import sim
 from car.protocols import Turn
-from car.replay import Plan, Replay
+from car.replay import Plan, Replay, Rollout
 from car.runner import Runner
+from car.store import MemoryStore
+from car.trace import load_trace
+from tests.conftest import TRACES
 
 KINDS = ("policy", "env", "scorer")
 
@@ -41,3 +45,28 @@ def test_rollouts_through_a_runner_encode_the_record_once(monkeypatch: pytest.Mo
 
     asyncio.run(rollouts())
     assert max(encoded.values(), default=0) <= 1
+
+
+def test_a_stored_rollout_keeps_the_records_turns_by_position_not_their_text() -> None:
+    # A rollout copies the record up to its first change: storing those turns' text would store the
+    # trace again with every rollout (a 130-step imported run: about 100 KB each).
+    trace = load_trace(TRACES / "support-refund.json")
+    comps = [sim.make(k, "support-refund", trace, "sim:support-refund") for k in KINDS]
+    lookup = json.dumps(trace.steps[0].observations[0].content)  # the copied first step's result
+    store = MemoryStore()
+    plans = [Plan.hold_all(trace), Plan.resample_from(trace, 2), Plan.resample_from(trace, 0)]
+
+    async def rollouts() -> list[Rollout]:
+        managed = Runner(store).bind(Replay(trace, *comps, seed=3))
+        return [await managed.run(plan, r) for plan in plans for r in range(4)]
+
+    fresh = asyncio.run(rollouts())
+    stored = [payload for *_, payload in store.added]
+    assert len(stored) == len(fresh)
+    assert all(lookup not in json.dumps(p) for p in stored[:8])  # step 0 copied: kept by position
+    again = asyncio.run(rollouts())  # every rollout read back from the store
+    assert len(store.added) == len(fresh)
+    assert [(r.value, r.turns) for r in again] == [(r.value, r.turns) for r in fresh]
+    assert [[t.identity() for t in r.turns] for r in again] == [
+        [t.identity() for t in r.turns] for r in fresh
+    ]
