@@ -5,8 +5,8 @@
 
 The inputs are made in a temporary directory by this checkout: six text traces of 130 steps (about
 1 KB of text each, four actors: the shape of an imported Who&When run), replayed with the cheap
-`file.py@name` policy and scorer of `bench/scale_plugin.py` and the `recorded` environment, and a
-200-step simulated trace (`car.sim.record("long", n=200)`). Each command line runs whole
+`file.py@name` policy and scorer of `bench/scale_plugin.py` and the `recorded` environment, and
+200- and 800-step simulated traces (`car.sim.record("long", n=...)`). Each command line runs whole
 (`python -m car blame ...`, start-up included) in this checkout and in a temporary `git worktree` of
 REV, alternating, `--repeats` times: the table shows the median seconds (wall, and the CPU the
 command used, steadier on a loaded machine), peak resident memory, the store file's size where the
@@ -62,7 +62,8 @@ def _inputs(into: Path) -> None:
     (into / "text").mkdir()
     for seed in range(TEXT_TRACES):
         (into / "text" / f"{seed}.json").write_text(text_trace(seed).to_json())
-    (into / "long-200.json").write_text(sim.record("long", n=200).to_json())
+    for n in (200, 800):
+        (into / f"long-{n}.json").write_text(sim.record("long", n=n).to_json())
 
 
 _TEXT = ("text/", "--policy", f"{PLUGIN}@policy", "--env", "recorded", "--scorer", f"{PLUGIN}@scorer")
@@ -74,6 +75,7 @@ CELLS: list[tuple[str, tuple[str, ...], str | None]] = [
     ("6 text traces x 130 steps, a new store", (*_TEXT, "--store", "S.sqlite"), "new"),
     ("6 text traces x 130 steps, again: all from the store", (*_TEXT, "--store", "S.sqlite"), "kept"),
     ("long (n=200), --no-store", ("long-200.json", "--no-store"), None),
+    ("long (n=800), --no-store", ("long-800.json", "--no-store"), None),
 ]
 
 

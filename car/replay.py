@@ -210,7 +210,10 @@ class Replay:
     def __post_init__(self) -> None:
         n = len(self.trace.steps)
         self._cap = n + (self.slack if self.slack is not None else max(n, 5))
-        self._rec_ids = [_copied(s).identity() for s in self.trace.steps]
+        # The record as a rollout's copied turns, made once: a rollout's prefix and a match draw's
+        # history are slices of it, not new turns for every rollout and draw.
+        self._record = tuple(_copied(s) for s in self.trace.steps)
+        self._rec_ids = [t.identity() for t in self._record]
         self._actors = {a.id: a for a in self.trace.actors}
         # Each actor's recorded sampling by step: a turn off the record (its position shifted, or
         # past the recorded end) decides with its actor's, not with none.
@@ -231,7 +234,7 @@ class Replay:
     async def run(self, plan: Plan, replicate: int) -> Rollout:
         """Run one rollout of `plan` on `replicate`."""
         first = plan.first_change(self.trace)
-        turns = [_copied(s) for s in self.trace.steps[:first]]
+        turns = list(self._record[:first])
         states: list[Any] = [None] * first
         if first == len(self.trace.steps):
             return await self._finish(plan, replicate, turns, states, 0, False)
@@ -291,7 +294,7 @@ class Replay:
     async def sample_recorded(self, step: int, draw: int) -> Action:
         """Draw one action at the recorded context of `step` (for the action-match rate)."""
         rec = self.trace.steps[step]
-        history = tuple(_copied(s) for s in self.trace.steps[:step])
+        history = self._record[:step]
         decision = self._decision(step, rec.actor, history, True)
         self.counters.policy_calls += 1
         action = await self.policy.act(decision, self.key(draw, step, "match"))

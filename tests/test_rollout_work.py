@@ -70,3 +70,30 @@ def test_a_stored_rollout_keeps_the_records_turns_by_position_not_their_text() -
     assert [[t.identity() for t in r.turns] for r in again] == [
         [t.identity() for t in r.turns] for r in fresh
     ]
+
+
+def test_the_records_turns_are_made_once_not_for_each_rollout_and_draw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A rollout copies the record up to its first change, and a match draw decides at the recorded
+    # context: both take the record's turns as they are, instead of making them anew each time (on
+    # an 800-step trace, 2.5 million turns for the match draws alone).
+    replay = _replay(40)
+    trace = replay.trace
+    last = trace.decision_steps[-1]
+    made: list[int] = []
+    init = Turn.__init__
+
+    def counting(turn: Turn, index: int, *args: object) -> None:
+        made.append(index)
+        init(turn, index, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Turn, "__init__", counting)
+
+    async def work() -> None:
+        for r in range(10):
+            await replay.sample_recorded(last, r)
+            await replay.run(Plan.resample_from(trace, last), r)
+
+    asyncio.run(work())
+    assert made and min(made) >= last  # only the turns run live
