@@ -1,4 +1,4 @@
-"""`car blame` at the scale users bring it, this checkout against another revision.
+"""`car blame` and `car merge` at the scale users bring them, this checkout against another revision.
 
     python -m bench.scale_speed                 # this checkout against HEAD
     python -m bench.scale_speed --against REV   # ... against any git revision
@@ -6,28 +6,34 @@
 The inputs are made in a temporary directory by this checkout: six text traces of 130 steps (about
 1 KB of text each, four actors: the shape of an imported Who&When run), replayed with the cheap
 `file.py@name` policy and scorer of `bench/scale_plugin.py` and the `recorded` environment, and
-200- and 800-step simulated traces (`car.sim.record("long", n=...)`). Each command line runs whole
-(`python -m car blame ...`, start-up included) in this checkout and in a temporary `git worktree` of
-REV, alternating, `--repeats` times: the table shows the median seconds (wall, and the CPU the
-command used, steadier on a loaded machine), peak resident memory, the store file's size where the
-command writes one, and whether the two sides' JSON reports are byte for byte the same.
+200- and 800-step simulated traces (`car.sim.record("long", n=...)`); `car merge` copies the store
+the text traces made into a new one. Each command line runs whole (`python -m car ...`, start-up
+included) in this checkout and in a temporary `git worktree` of REV, alternating, `--repeats` times:
+the table shows the median seconds (wall, and the CPU the command used, steadier on a loaded
+machine), peak resident memory, the store file's size where the command writes one, and whether the
+two sides' JSON reports are byte for byte the same (for `car merge`, whether the merged stores hold
+the same rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from car import sim
-from car.trace import Action, Actor, Outcome, Step, Trace
+if TYPE_CHECKING:
+    from car.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "bench" / "scale_plugin.py"
@@ -42,6 +48,8 @@ _WORDS = (
 
 def text_trace(seed: int) -> Trace:
     """A 130-step run of four actors saying about 1 KB each, failed, its mistake at step 40."""
+    from car.trace import Action, Actor, Outcome, Step, Trace
+
     rng = random.Random(seed)
     agents = ("Orchestrator", "WebSurfer", "Assistant")
     steps = [Step(index=0, actor="human", action=Action(text="What does the page say?"))]
@@ -59,6 +67,10 @@ def text_trace(seed: int) -> Trace:
 
 
 def _inputs(into: Path) -> None:
+    # Made in a child process (`main`): this one stays small, as a child's peak memory counts the
+    # memory of the process that started it.
+    from car import sim
+
     (into / "text").mkdir()
     for seed in range(TEXT_TRACES):
         (into / "text" / f"{seed}.json").write_text(text_trace(seed).to_json())
@@ -66,38 +78,39 @@ def _inputs(into: Path) -> None:
         (into / f"long-{n}.json").write_text(sim.record("long", n=n).to_json())
 
 
-_TEXT = ("text/", "--policy", f"{PLUGIN}@policy", "--env", "recorded", "--scorer", f"{PLUGIN}@scorer")
+_TEXT = (
+    "blame",
+    "text/",
+    "--policy",
+    f"{PLUGIN}@policy",
+    "--env",
+    "recorded",
+    "--scorer",
+    f"{PLUGIN}@scorer",
+)
 
-# (label, arguments after `car blame`, store file the command writes or None); a command reading a
-# store reads the one the command before it wrote, on its own side.
+# (label, arguments after `car`, what the command does with a store: writes a new one, reads the
+# one the command before it wrote on its own side, merges that one into a new file, or None).
 CELLS: list[tuple[str, tuple[str, ...], str | None]] = [
     ("6 text traces x 130 steps, --no-store", (*_TEXT, "--no-store"), None),
     ("6 text traces x 130 steps, a new store", (*_TEXT, "--store", "S.sqlite"), "new"),
     ("6 text traces x 130 steps, again: all from the store", (*_TEXT, "--store", "S.sqlite"), "kept"),
-    ("long (n=200), --no-store", ("long-200.json", "--no-store"), None),
-    ("long (n=800), --no-store", ("long-800.json", "--no-store"), None),
+    ("`car merge` of that store into a new one", ("merge", "M.sqlite", "S.sqlite"), "merge"),
+    ("long (n=200), --no-store", ("blame", "long-200.json", "--no-store"), None),
+    ("long (n=800), --no-store", ("blame", "long-800.json", "--no-store"), None),
 ]
 
 
 def _run(root: Path, work: Path, side: str, args: tuple[str, ...]) -> tuple[float, float, float]:
-    """(seconds, CPU seconds, peak MB) of `python -m car blame ARGS` in `root`'s checkout, run in
-    `work`."""
-    args = tuple(a.replace("S.sqlite", f"{side}.sqlite") for a in args)
-    out = work / f"{side}.json"
+    """(seconds, CPU seconds, peak MB) of `python -m car ARGS` in `root`'s checkout, run in `work`;
+    `car blame` writes its JSON report to SIDE.json."""
+    names = {"S.sqlite": f"{side}.sqlite", "M.sqlite": f"{side}-merged.sqlite"}
+    args = tuple(names.get(a, a) for a in args)
+    if args[0] == "blame":
+        args = (*args, "--no-progress", "--format", "json", "-o", str(work / f"{side}.json"))
     started = time.perf_counter()
     child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "car",
-            "blame",
-            *args,
-            "--no-progress",
-            "--format",
-            "json",
-            "-o",
-            str(out),
-        ],
+        [sys.executable, "-m", "car", *args],
         cwd=work,
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.DEVNULL,
@@ -106,8 +119,20 @@ def _run(root: Path, work: Path, side: str, args: tuple[str, ...]) -> tuple[floa
     _, status, usage = os.wait4(child.pid, 0)
     took = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: a gate, never set here
-        raise SystemExit(f"car blame {' '.join(args)} failed in {root}")
+        raise SystemExit(f"car {' '.join(args)} failed in {root}")
     return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def _output(work: Path, side: str, store: str | None) -> bytes:
+    """What a cell's command made on one side: `car blame`'s report, or a digest of the merged
+    store's rows (read a row at a time: a child's peak memory counts this process's at its start)."""
+    if store != "merge":
+        return (work / f"{side}.json").read_bytes()
+    digest = hashlib.sha256()
+    with contextlib.closing(sqlite3.connect(work / f"{side}-merged.sqlite")) as db:
+        for row in db.execute("SELECT ns, key, payload FROM rollouts ORDER BY ns, key"):
+            digest.update(repr(row).encode())
+    return digest.digest()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         other = Path(tmp) / "other"
         work = Path(tmp) / "work"
         work.mkdir()
-        _inputs(work)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import bench.scale_speed as b, pathlib; b._inputs(pathlib.Path({str(work)!r}))",
+            ],
+            cwd=ROOT,
+            check=True,
+        )
         subprocess.run(
             ["git", "worktree", "add", "--detach", "-q", str(other), args.against], cwd=ROOT, check=True
         )
@@ -135,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                     (work / f"{side}.sqlite").unlink(missing_ok=True)
                 for i, (_, cell, store) in enumerate(CELLS):
                     for side in sides:
-                        if store == "new":
-                            for stale in work.glob(f"{side}.sqlite*"):
+                        if store in ("new", "merge"):
+                            made = f"{side}.sqlite*" if store == "new" else f"{side}-merged.sqlite*"
+                            for stale in work.glob(made):
                                 stale.unlink()
                         took, cpu, peak = _run(other if side == "other" else ROOT, work, side, cell)
                         times.setdefault((side, i), []).append(took)
@@ -144,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         peaks.setdefault((side, i), []).append(peak)
                         if store == "new":
                             sizes[side, i] = (work / f"{side}.sqlite").stat().st_size
-                    reports = [(work / f"{side}.json").read_bytes() for side in sides]
+                    reports = [_output(work, side, store) for side in sides]
                     same[i] = same[i] and reports[0] == reports[1]
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
@@ -153,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Command: `python -m bench.scale_speed --against {rev}` (median of {args.repeats})")
     print()
     print(
-        f"| `car blame` | {rev} (s) | this checkout (s) | speed-up | {rev} CPU (s) "
+        f"| command | {rev} (s) | this checkout (s) | speed-up | {rev} CPU (s) "
         f"| this checkout CPU (s) | CPU ratio | {rev} peak (MB) | this checkout peak (MB) "
         f"| {rev} store (MB) | this checkout store (MB) | same reports |"
     )

@@ -561,11 +561,10 @@ class RolloutStore:
         """Copy the rollouts and reports of another store in, all or nothing; returns (added,
         already present). Damage found while reading names the source (`merge_source` opens it)."""
         added = skipped = 0
+        where = f"{src.path} (merging into {self.path})"
         with self._intact(), self._db:
             for table, verb in (("rollouts", "IGNORE"), ("results", "REPLACE")):
-                with src._intact(f"{src.path} (merging into {self.path})"):
-                    rows = src._db.execute(f"SELECT * FROM {table}").fetchall()
-                for row in rows:
+                for row in _batched(src, where, f"SELECT * FROM {table}"):
                     try:
                         cur = self._db.execute(
                             f"INSERT OR {verb} INTO {table} VALUES (?, ?, ?, ?, ?, ?)", row
@@ -586,6 +585,22 @@ class RolloutStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_MERGE_BATCH = 256  # rows read at a time from a store being merged in
+
+
+def _batched(src: RolloutStore, where: str, sql: str) -> Iterator[Any]:
+    """The rows of a query on `src`, read `_MERGE_BATCH` at a time: a merge holds that many rollouts
+    in memory, not the whole shard. Damage found reading them names `where`, not the destination."""
+    with src._intact(where):
+        cursor = src._db.execute(sql)
+    while True:
+        with src._intact(where):
+            rows = cursor.fetchmany(_MERGE_BATCH)
+        if not rows:
+            return
+        yield from rows
 
 
 def merge_source(path: str | Path, into: str | Path) -> RolloutStore:

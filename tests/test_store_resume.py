@@ -18,7 +18,7 @@ from car.cli import main
 from car.replay import Plan, Replay
 from car.runner import Runner
 from car.sim import make as sim_make
-from car.store import RolloutStore, StoreError, clear_store
+from car.store import RolloutStore, StoreError, clear_store, merge_source
 from car.trace import load_trace
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
@@ -298,6 +298,24 @@ def test_shards_partition_the_batch_and_merge_recombines(tmp_path: Path) -> None
         runs = [r for r in blame_many([TRACES], options=opts, store=merged)]
         assert all(r.fresh_rollouts == 0 for r in runs)  # everything came from the merged store
         assert len(merged.results()) == len(whole)
+
+
+def test_a_merge_reads_a_shard_a_batch_at_a_time(tmp_path: Path) -> None:
+    # A shard of a large run holds gigabytes: the merge must not hold all its rollouts at once.
+    import os
+    import tracemalloc
+
+    with RolloutStore(tmp_path / "shard.sqlite") as shard:
+        for i in range(2000):  # 2000 rollouts of about 6.5 KB each once compressed: 13 MB
+            shard.put("ns", f"k{i}", "trace", "run", {"turns": os.urandom(6000).hex()})
+    source = merge_source(tmp_path / "shard.sqlite", tmp_path / "all.sqlite")
+    with RolloutStore(tmp_path / "all.sqlite") as into, source:
+        tracemalloc.start()
+        assert into.merge_from(source) == (2000, 0)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert into.count() == 2000
+    assert peak < 6_000_000, peak  # batches of 256 rollouts, about 1.7 MB each
 
 
 def test_different_analyses_of_one_trace_are_stored_side_by_side(tmp_path: Path) -> None:
