@@ -72,6 +72,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     ns TEXT NOT NULL, key TEXT NOT NULL, trace_hash TEXT NOT NULL, kind TEXT NOT NULL,
     payload BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (ns, key)
 );
+-- A trace's rows (`rows_for`, once per trace under --executor ray) without a scan of every trace's.
+CREATE INDEX IF NOT EXISTS rollouts_by_trace ON rollouts (trace_hash);
 CREATE TABLE IF NOT EXISTS results (
     rkey TEXT PRIMARY KEY, trace_id TEXT NOT NULL, trace_path TEXT, trace_hash TEXT NOT NULL,
     report TEXT NOT NULL, created REAL NOT NULL

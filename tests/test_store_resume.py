@@ -318,6 +318,30 @@ def test_a_merge_reads_a_shard_a_batch_at_a_time(tmp_path: Path) -> None:
     assert peak < 6_000_000, peak  # batches of 256 rollouts, about 1.7 MB each
 
 
+def test_a_traces_rows_are_read_without_reading_every_other_traces(tmp_path: Path) -> None:
+    # Under --executor ray the driver reads each trace's rows before its task starts: a scan of the
+    # whole store for each trace would cost traces x rows.
+    def steps_to_read_mine(others: int) -> int:
+        with RolloutStore(tmp_path / f"s{others}.sqlite") as store:
+            for i in range(5):
+                store.put("ns", f"mine{i}", "mine", "run", {"i": i})
+            for i in range(others):
+                store.put("ns", f"other{i}", "other", "run", {"i": i})
+            steps = 0
+
+            def tick() -> int:
+                nonlocal steps
+                steps += 1
+                return 0
+
+            store._db.set_progress_handler(tick, 10)  # every 10 SQLite instructions
+            assert len(store.rows_for("mine")) == 5
+            store._db.set_progress_handler(None, 0)
+        return steps
+
+    assert steps_to_read_mine(2000) < steps_to_read_mine(20) + 20
+
+
 def test_different_analyses_of_one_trace_are_stored_side_by_side(tmp_path: Path) -> None:
     """Shapley over steps and over agents, and an adaptive run: three results, none overwritten."""
     trace = [str(TRACES / "research-team.json")]
