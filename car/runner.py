@@ -204,6 +204,7 @@ class Runner:
 
 # -- serialisation of what a stored rollout needs -------------------------------------------------
 def _turn_json(t: Turn, trace: Trace) -> dict[str, Any]:
+    # A new encoding of turns needs a new `car.store.ROW_FORMAT`.
     rec = trace.steps[t.index] if t.index < len(trace.steps) else None
     if (
         rec is not None

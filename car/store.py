@@ -41,6 +41,7 @@ __all__ = [
     "CACHE_WAYS",
     "DEFAULT_DIR",
     "MERGE_WAYS",
+    "ROW_FORMAT",
     "STORE_VERSION",
     "MemoryStore",
     "RolloutCache",
@@ -58,6 +59,11 @@ __all__ = [
 ]
 
 STORE_VERSION = "car.store/v1"
+# Names how a stored rollout's payload encodes its turns (`car.runner._turn_json`). The namespace holds
+# it, as it holds the rng derivation: a new encoding gets a new name, so a build that reads another
+# encoding never meets its rows (it recomputes them), whichever build wrote them.
+# 2: a turn that is the record's own is kept by its position; 1 (unnamed) kept its text.
+ROW_FORMAT = "car.rows/2"
 DEFAULT_DIR = ".car"
 _FILE = "store.sqlite"
 _CACHEDIR_TAG = (
@@ -188,9 +194,10 @@ def namespace(
 ) -> str:
     """The key prefix shared by every rollout of one trace under one set of components and seed.
 
-    car's own version is part of it, and the derivation of draws from event keys: a new release may
-    replay differently (a fixed bug, a changed simulated scenario, other draws), and a stale rollout
-    must never be handed back as if it were computed now.
+    car's own version is part of it, the derivation of draws from event keys and the rows' encoding:
+    a new release may replay differently (a fixed bug, a changed simulated scenario, other draws), a
+    stale rollout must never be handed back as if it were computed now, and a build must never meet
+    a row it cannot read.
     """
     from car import __version__
     from car.rng import DERIVATION
@@ -200,6 +207,7 @@ def namespace(
             "v": STORE_VERSION,
             "car": __version__,
             "rng": DERIVATION,
+            "rows": ROW_FORMAT,
             "trace": trace_hash,
             "specs": dict(specs),
             "config": dict(config),

@@ -78,6 +78,22 @@ def test_a_new_draw_derivation_never_reuses_stored_rollouts(
     assert again.stats.stored == 0 and again.stats.fresh > 0
 
 
+def test_a_new_row_encoding_never_meets_rows_of_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A build reads the rows of its own encoding only: one that wrote (or reads) turns another way
+    # recomputes them rather than failing on them, whichever of the two is newer.
+    import car.store
+
+    path = TRACES / "support-refund.json"
+    with RolloutStore(tmp_path / "s.sqlite") as store:
+        asyncio.run(blame_async(path, samples=8, runner=Runner(store)))
+        monkeypatch.setattr(car.store, "ROW_FORMAT", "car.rows/test")
+        again = Runner(store)
+        asyncio.run(blame_async(path, samples=8, runner=again))
+    assert again.stats.stored == 0 and again.stats.fresh > 0
+
+
 def test_more_samples_reuse_the_first_replicates_and_never_duplicate(tmp_path: Path) -> None:
     path = TRACES / "pivot.json"
     with RolloutStore(tmp_path / "s.sqlite") as store:
