@@ -64,31 +64,24 @@ def test_budget_counts_a_stored_rollout_once(tmp_path: Path) -> None:
     assert r2.stats.fresh_policy_calls == 0
 
 
-def test_a_new_draw_derivation_never_reuses_stored_rollouts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("car.rng", "DERIVATION"),  # draws made another way are other rollouts
+        # A build reads the rows of its own encoding only: one that wrote (or reads) turns another
+        # way recomputes them rather than failing on them, whichever of the two is newer.
+        ("car.store", "ROW_FORMAT"),
+    ],
+)
+def test_a_new_derivation_or_row_encoding_never_reuses_stored_rollouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, name: str
 ) -> None:
-    import car.rng
+    import importlib
 
     path = TRACES / "support-refund.json"
     with RolloutStore(tmp_path / "s.sqlite") as store:
         asyncio.run(blame_async(path, samples=8, runner=Runner(store)))
-        monkeypatch.setattr(car.rng, "DERIVATION", "car.rng/test")
-        again = Runner(store)
-        asyncio.run(blame_async(path, samples=8, runner=again))
-    assert again.stats.stored == 0 and again.stats.fresh > 0
-
-
-def test_a_new_row_encoding_never_meets_rows_of_another(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A build reads the rows of its own encoding only: one that wrote (or reads) turns another way
-    # recomputes them rather than failing on them, whichever of the two is newer.
-    import car.store
-
-    path = TRACES / "support-refund.json"
-    with RolloutStore(tmp_path / "s.sqlite") as store:
-        asyncio.run(blame_async(path, samples=8, runner=Runner(store)))
-        monkeypatch.setattr(car.store, "ROW_FORMAT", "car.rows/test")
+        monkeypatch.setattr(importlib.import_module(module), name, "another/test")
         again = Runner(store)
         asyncio.run(blame_async(path, samples=8, runner=again))
     assert again.stats.stored == 0 and again.stats.fresh > 0
