@@ -48,6 +48,11 @@ class RecordedEnvironment:
     async def step(
         self, state: Counter[str], index: int, actor: str, action: Action, key: EventKey
     ) -> EnvStep:
+        steps = self.trace.steps
+        nxt = steps[index + 1].actor if index + 1 < len(steps) else None
+        if not action.tool_calls:
+            # Nothing served: the state is the same value (states are never mutated), not a copy.
+            return EnvStep((), state, nxt)
         new = Counter(state)
         observations = []
         for j, call in enumerate(action.tool_calls):
@@ -61,8 +66,6 @@ class RecordedEnvironment:
             else:
                 observations.append(await self.unseen(call, j, index, key))
             new[sig] += 1
-        steps = self.trace.steps
-        nxt = steps[index + 1].actor if index + 1 < len(steps) else None
         return EnvStep(tuple(observations), new, nxt)
 
     async def unseen(self, call: ToolCall, j: int, index: int, key: EventKey) -> Observation:

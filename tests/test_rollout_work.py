@@ -12,8 +12,9 @@ from car import sim
 from car.protocols import Turn
 from car.replay import Plan, Replay, Rollout
 from car.runner import Runner
+from car.specs import make_env
 from car.store import MemoryStore
-from car.trace import load_trace
+from car.trace import Action, load_trace
 from tests.conftest import TRACES
 
 KINDS = ("policy", "env", "scorer")
@@ -97,3 +98,25 @@ def test_the_records_turns_are_made_once_not_for_each_rollout_and_draw(
 
     asyncio.run(work())
     assert made and min(made) >= last  # only the turns run live
+
+
+def test_the_recorded_environment_keeps_its_state_on_a_turn_that_calls_no_tool() -> None:
+    # A text-only turn serves nothing: its state is the one before it, not a copy of it (an
+    # imported run's turns are mostly text, and copying the served counts was work on every one).
+    trace = load_trace(TRACES / "support-refund.json")
+    replay = Replay(
+        trace,
+        sim.make("policy", "support-refund", trace, "sim:support-refund"),
+        make_env("recorded", trace),
+        sim.make("scorer", "support-refund", trace, "sim:support-refund"),
+    )
+    # Step 1 (a plan, no tool call) said otherwise: the rollout runs live from there.
+    plan = Plan.hold_all(trace).with_forced(1, Action(text="PLAN: refund the order now"))
+    rollout = asyncio.run(replay.run(plan, 0))
+    assert rollout.status == "ok"
+    before = rollout.states  # the environment's state before each turn (None: copied)
+    assert before[0] is None and before[1] is not None
+    assert before[2] is before[1]  # step 1 called nothing
+    assert before[3] is not before[2]  # step 2's call was served: its count moved
+    assert before[3]['issue_refund({"amount":129.0,"order_id":"A-1042"})'] == 1
+    assert rollout.turns[2].observations == trace.steps[2].observations
