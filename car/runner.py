@@ -320,8 +320,13 @@ class ManagedReplay(Replay):
             )
         return rollout
 
+    @property
+    def _keyed(self) -> bool:
+        # Without a store no key is looked up, so none is worked out (digests for every rollout).
+        return self.runner.store is not None
+
     async def run(self, plan: Plan, replicate: int) -> Rollout:
-        key = event_key("run", plan.describe(), replicate)
+        key = event_key("run", plan.describe(), replicate) if self._keyed else ""
         return await self._managed(
             "run", key, plan, replicate, lambda inner: Replay.run(inner, plan, replicate)
         )
@@ -330,7 +335,10 @@ class ManagedReplay(Replay):
         if self.takes(rollout, step, action):
             return await Replay.fork(self, rollout, step, action)  # free reuse: nothing to store
         plan = rollout.plan.with_forced(step, action)
-        key = event_key("fork", rollout.plan.describe(), step, action.identity(), rollout.replicate)
+        key = ""
+        if self._keyed:
+            parts = (rollout.plan.describe(), step, action.identity(), rollout.replicate)
+            key = event_key("fork", *parts)
         result = await self._managed(
             "fork",
             key,
@@ -341,8 +349,8 @@ class ManagedReplay(Replay):
         return replace(result, plan=plan)
 
     async def sample_recorded(self, step: int, draw: int) -> Action:
-        key = event_key("match", step, draw)
         store = self.runner.store
+        key = event_key("match", step, draw) if self._keyed else ""
         if store is not None:
             hit = store.get(self.ns, key)
             if hit is not None:

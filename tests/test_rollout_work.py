@@ -120,3 +120,33 @@ def test_the_recorded_environment_keeps_its_state_on_a_turn_that_calls_no_tool()
     assert before[3] is not before[2]  # step 2's call was served: its count moved
     assert before[3]['issue_refund({"amount":129.0,"order_id":"A-1042"})'] == 1
     assert rollout.turns[2].observations == trace.steps[2].observations
+
+
+def test_without_a_store_no_rollout_or_draw_works_out_a_store_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A store key is a digest of the plan's description (and a forced action's identity): work for
+    # every rollout and draw, of no use with --no-store.
+    import car.runner
+
+    keys: list[str] = []
+    real = car.runner.event_key
+
+    def counting(kind: str, *parts: object) -> str:
+        keys.append(kind)
+        return real(kind, *parts)
+
+    monkeypatch.setattr(car.runner, "event_key", counting)
+
+    async def work(runner: Runner) -> None:
+        managed = runner.bind(_replay(20))
+        trace = managed.trace
+        step = trace.decision_steps[-1]
+        ro = await managed.run(Plan.resample_from(trace, step), 0)
+        await managed.fork(ro, step, Action(text="another action"))
+        await managed.sample_recorded(step, 0)
+
+    asyncio.run(work(Runner()))
+    assert keys == []
+    asyncio.run(work(Runner(MemoryStore())))
+    assert keys == ["run", "fork", "match"]
