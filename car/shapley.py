@@ -553,7 +553,8 @@ def _hold_idle(trace: Trace, rollout: Rollout, step: int) -> bool:
 
 def _took_recorded(trace: Trace, rollout: Rollout, step: int) -> bool:
     """The rollout took the very recorded action at `step` (`Action.identity`)."""
-    return rollout.turns[step].action.identity() == trace.steps[step].action.identity()
+    taken, recorded = rollout.turns[step].action, trace.steps[step].action
+    return taken is recorded or taken.identity() == recorded.identity()  # held: not encoded
 
 
 async def _pair(
@@ -565,22 +566,25 @@ async def _pair(
     order_rng = EventKey(game.replay.seed, WALK_BASE + p, 0, "shapley-order").generator()
     orders = plan_walks(n, 1, order_rng)
     base = WALK_BASE + (p if shared_seeds else p * _SLOT)
-    empty = await game.run(Plan.hold(game.held(0)), base)
+    background = game.held(0)
+    empty = await game.run(Plan.hold(background), base)
     end = (await game.run(Plan.hold(game.held(full)), base)).outcome if v_all is None else v_all
 
     async def walk(w: int, order: np.ndarray) -> np.ndarray:
         vals = np.full(n + 1, np.nan)
         vals[0], vals[n] = empty.outcome, end
-        current, mask = empty, 0
+        current, held = empty, background
         for k in range(n - 1):
             if current.status == "error":
                 break
-            i = int(order[k])
-            mask |= 1 << i
+            player = game.players[int(order[k])]
+            # The coalition grows by one player: its held steps are the last ones and the player's
+            # (`game.held` of the mask goes through every player, for each of the n steps of a walk).
+            held = held.union(player.steps)
             # Fresh seeds: a replicate per (walk, position), so neither walk's keys depend on which
             # of the two ran first.
             rep = base if shared_seeds else base + 1 + w * n + k
-            current = await _add_player(game, current, game.players[i], game.held(mask), rep)
+            current = await _add_player(game, current, player, held, rep)
             vals[k + 1] = current.outcome
         return vals
 

@@ -14,7 +14,7 @@ from car.errors import BudgetError, InputError
 from car.protocols import Decision
 from car.replay import Replay
 from car.rng import EventKey
-from car.shapley import ShapleyResult, parse_players, run_shapley, to_report
+from car.shapley import ShapleyResult, _Game, parse_players, run_shapley, to_report
 from car.sim import record, scenario_for
 from car.sim.planted import shapley_values
 from car.specs import make_env, make_policy, make_scorer
@@ -358,3 +358,22 @@ def test_the_reported_v_empty_interval_covers_at_nominal_rate(method: str) -> No
         widths += v_none.high > v_none.low
     assert widths == seeds
     assert hits / seeds >= 0.92
+
+
+def test_a_walk_adds_each_players_steps_to_the_coalitions_not_every_players_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A walk's coalition grows by one player a step: going through every player for each coalition
+    # made a walk's bookkeeping grow with the square of the players (129 steps of an imported run).
+    masks: list[int] = []
+    held = _Game.held
+
+    def counting(game: _Game, mask: int) -> frozenset[int]:
+        masks.append(mask)
+        return held(game, mask)
+
+    monkeypatch.setattr(_Game, "held", counting)
+    res = shapley(replay_for("long-and", 0), method="permutation", budget=400)
+    assert res.units >= 2
+    assert len(masks) <= 2 * res.units  # each pair's empty and full coalitions only
+    assert res.estimate.values.sum() == pytest.approx(res.estimate.v_all - res.estimate.v_none)
