@@ -5,14 +5,14 @@
 
 The inputs are made in a temporary directory by this checkout: six text traces of 130 steps (about
 1 KB of text each, four actors: the shape of an imported Who&When run), replayed with the cheap
-`file.py@name` policy and scorer of `bench/scale_plugin.py` and the `recorded` environment, and
-200- and 800-step simulated traces (`car.sim.record("long", n=...)`); `car merge` copies the store
-the text traces made into a new one. Each command line runs whole (`python -m car ...`, start-up
-included) in this checkout and in a temporary `git worktree` of REV, alternating, `--repeats` times:
-the table shows the median seconds (wall, and the CPU the command used, steadier on a loaded
-machine), peak resident memory, the store file's size where the command writes one, and whether the
-two sides' JSON reports are byte for byte the same (for `car merge`, whether the merged stores hold
-the same rows).
+`file.py@name` policy and scorer of `bench/scale_plugin.py` and the `recorded` environment (all six,
+and one of them under permutation Shapley, 129 players), and 200- and 800-step simulated traces
+(`car.sim.record("long", n=...)`); `car merge` copies the store the text traces made into a new one.
+Each command line runs whole (`python -m car ...`, start-up included) in this checkout and in a
+temporary `git worktree` of REV, alternating, `--repeats` times: the table shows the median seconds
+(wall, and the CPU the command used, steadier on a loaded machine), peak resident memory, the store
+file's size where the command writes one, and whether the two sides' JSON reports are byte for byte
+the same (for `car merge`, whether the merged stores hold the same rows).
 """
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ CELLS: list[tuple[str, tuple[str, ...], str | None]] = [
     ("6 text traces x 130 steps, a new store", (*_TEXT, "--store", "S.sqlite"), "new"),
     ("6 text traces x 130 steps, again: all from the store", (*_TEXT, "--store", "S.sqlite"), "kept"),
     ("`car merge` of that store into a new one", ("merge", "M.sqlite", "S.sqlite"), "merge"),
+    (
+        "1 text trace x 130 steps, Shapley (budget 3,000), --no-store",
+        (*_TEXT[:1], "text/0.json", *_TEXT[2:], "--method", "shapley", "--budget", "3000", "--no-store"),
+        None,
+    ),
     ("long (n=200), --no-store", ("blame", "long-200.json", "--no-store"), None),
     ("long (n=800), --no-store", ("blame", "long-800.json", "--no-store"), None),
 ]
