@@ -23,7 +23,7 @@ from rich.text import Text
 from car.batch import TraceResult
 from car.outputs import credit_text, error_text, stored_part
 from car.render import literal
-from car.report import many
+from car.report import Report, many, percent
 
 __all__ = [
     "HeartbeatProgress",
@@ -153,6 +153,36 @@ _PHASES = {
 }
 
 
+def phase_end(phase: str, report: Report | None) -> str | None:
+    """How a trace's last phase ended, when it has a budget (Shapley, adaptive sampling) and so may
+    stop before it: "adaptive sampling: done, 99 of 2,000 rollouts; certified at 95%". A phase with
+    a fixed plan ends where the next one starts, or with the report."""
+    if report is None:
+        return None
+    if phase == "adaptive" and report.adaptive is not None:
+        ad = report.adaptive
+        if ad.certified:
+            how = f"certified at {percent(ad.confidence)}"
+        elif ad.stopped == "nothing-to-attribute":
+            how = "nothing to attribute"
+        elif ad.stopped == "target-width" and ad.target_width is not None:
+            how = f"not certified: target half-width {ad.target_width:g} met"
+        else:
+            how = "not certified: budget reached"
+        return f"adaptive sampling: done, {ad.rollouts:,} of {ad.budget:,} rollouts; {how}"
+    if phase == "shapley" and report.shapley is not None:
+        sh = report.shapley
+        used = f"{sh.budget.rollouts:,}" + (f" of {sh.budget_limit:,}" if sh.budget_limit else "")
+        if sh.budget_reached:
+            how = "budget reached"
+        elif sh.target_width:
+            how = f"target half-width {sh.target_width:g} met"
+        else:
+            how = "budget not reached"
+        return f"Shapley: done, {used} rollouts; {how}"
+    return None
+
+
 class PhaseProgress:
     """Plain lines for one trace in a log: each phase as it starts, with what it plans, and each
     quarter of it done. Nothing in them depends on timing (no clock, no carriage return), so the same
@@ -187,7 +217,10 @@ class PhaseProgress:
         self.said[label] = (phase, quarters)
 
     def trace_finished(self, result: TraceResult) -> None:
-        self.said.pop(result.label, None)
+        phase, _ = self.said.pop(result.label, ("", 0))
+        end = phase_end(phase, result.report)
+        if end is not None:  # a budget may stop early: the log says how, as the report does
+            self._say(f"{result.label}: {end}")
 
     def _say(self, text: str) -> None:
         self.stream.write(f"car: {text}\n")

@@ -117,13 +117,41 @@ def test_one_trace_in_a_log_says_each_phase_as_it_starts_and_each_quarter_of_it(
         ("Shapley", "up to 400 rollouts", "400 rollouts"),
     ]
     assert run.stderr.splitlines() == [
-        f"car: {trace}: {line}"
-        for title, planned, of in phases
-        for line in [f"{title}: {planned}", *(f"{title}: {q}% of {of} done" for q in (25, 50, 75))]
+        *(
+            f"car: {trace}: {line}"
+            for title, planned, of in phases
+            for line in [f"{title}: {planned}", *(f"{title}: {q}% of {of} done" for q in (25, 50, 75))]
+        ),
+        f"car: {trace}: Shapley: done, 394 of 400 rollouts; budget reached",
     ]
     assert run.stdout.startswith("car blame: research-team-0")
     quiet = subprocess.run([*argv, "-q"], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert quiet.stderr == "" and quiet.stdout == run.stdout
+
+
+def test_a_log_says_how_a_budgeted_phase_ended_when_it_stops_early(tmp_path: Path) -> None:
+    """An adaptive run that certified before a quarter of its budget logged its start line and
+    nothing else, as did a Shapley run stopped by its target width: the log never said how it
+    ended, nor after how many rollouts."""
+    refund, and_ = str(TRACES / "support-refund.json"), str(TRACES / "and.json")
+    base = [sys.executable, "-m", "car", "blame", "--no-store"]
+    adaptive = [*base, refund, "--adaptive", "--budget", "2000"]
+    run = subprocess.run(adaptive, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert run.stderr.splitlines() == [
+        f"car: {refund}: adaptive sampling: up to 2,000 rollouts",
+        f"car: {refund}: adaptive sampling: done, 99 of 2,000 rollouts; certified at 95%",
+    ]
+    spent = [*base, and_, "--adaptive", "--budget", "60"]
+    run = subprocess.run(spent, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert run.stderr.splitlines()[-1] == (
+        f"car: {and_}: adaptive sampling: done, 60 of 60 rollouts; not certified: budget reached"
+    )
+    shapley = [*base, and_, "--budget", "4000", "--target-width", "0.1"]
+    run = subprocess.run(shapley, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert run.stderr.splitlines()[-2:] == [
+        f"car: {and_}: Shapley: up to 4,000 rollouts",
+        f"car: {and_}: Shapley: done, 261 of 4,000 rollouts; target half-width 0.1 met",
+    ]
 
 
 class _Actor:
