@@ -291,12 +291,14 @@ async def blame_adaptive_async(
             statement = f"nothing to attribute: {report.abstained_reason}"
         else:
             why = {
-                "budget": f"the budget of {budget} rollouts ran out",
+                "budget": "the budget ran out",
                 "target-width": f"every open step's interval half-width is at most {target_width}",
             }.get(run.stopped, "")
             which = ", ".join(map(str, open_steps))
             plural = "steps" if len(open_steps) > 1 else "step"
             statement = f"best guess, not certified at {level}: {why}; {plural} {which} still undecided"
+        if run.stopped != "nothing-to-attribute":  # what it used of the budget it was given
+            statement += f"; {run.rollouts} of {budget} rollouts used"
         report.adaptive = Adaptive(
             certified=certified,
             confidence=confidence,

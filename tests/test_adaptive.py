@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,6 +134,16 @@ def test_cli_adaptive_json(tmp_path, capsys) -> None:  # type: ignore[no-untyped
     main(["blame", str(path), "--adaptive", "--budget", "400", "--format", "json"])
     report = Report.model_validate(json.loads(capsys.readouterr().out))
     assert report.adaptive is not None and report.adaptive.budget == 400
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
+def test_a_certified_report_says_what_it_used_of_the_budget(fmt, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A certified adaptive report gave the rollouts it ran but not the budget it was given, so a
+    reader could not tell an early certificate from one that took the whole budget."""
+    trace = str(Path(__file__).resolve().parent.parent / "traces" / "support-refund.json")
+    main(["blame", trace, "--adaptive", "--budget", "2000", "--no-store", "--format", fmt])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "every later step's effect is at most 10%; 99 of 2000 rollouts used" in out
 
 
 def test_cli_rejects_bad_confidence(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
