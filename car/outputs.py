@@ -96,21 +96,31 @@ def _credited(r: Report) -> list[ShapleyPlayer]:
     return credited_players(r.shapley.players) if r.shapley is not None else []
 
 
+def _by_players(r: Report) -> bool:
+    """Whether Shapley shared the credit over agents or groups: then the report shares it among
+    those players, not among steps."""
+    return r.shapley is not None and r.shapley.players_kind != "steps" and bool(_credited(r))
+
+
 def credit_text(r: Report) -> str:
     """Who is blamed, in a few words: the locus (and shared steps), or the Shapley split, or "-"."""
     shared = shared_credit(r)
+    credited = _credited(r)
+    shares = [f"{p.id} {p.share:.0%}" for p in credited[:3] if p.share is not None]
+    split = "Shapley: " + ", ".join(shares) + (", ..." if len(credited) > 3 else "")
+    by_players = _by_players(r)
     if r.locus is not None:
         extra = [s for s in shared if s != r.locus]
         base = f"step {r.locus} ({r.locus_actor})"
+        if by_players:
+            return f"{base}; {split}"
         if not extra:
             return base
         return base + f"; shared with step{'s' if len(extra) > 1 else ''} {', '.join(map(str, extra))}"
-    if shared:
+    if shared and not by_players:
         return "shared: steps " + ", ".join(map(str, shared))
-    credited = _credited(r)
     if credited:  # the contrastive estimator abstained and Shapley split the credit
-        shares = [f"{p.id} {p.share:.0%}" for p in credited[:3] if p.share is not None]
-        return "Shapley: " + ", ".join(shares) + (", ..." if len(credited) > 3 else "")
+        return split
     return "-"
 
 
@@ -133,6 +143,8 @@ def _outcome(res: TraceResult) -> str:
         return "-"
     if r is None or _failed(res):
         return "error"
+    if _by_players(r):
+        return "shared" if len(_credited(r)) >= 2 else "blamed"
     if r.locus is None:
         if shared_credit(r):
             return "shared"

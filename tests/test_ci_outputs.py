@@ -24,6 +24,7 @@ from car.outputs import (
     fit_bytes,
     github_annotations,
     render_output,
+    summary_rows,
     write_github_summary,
 )
 from car.report import Report
@@ -426,6 +427,25 @@ def test_a_trace_credited_by_shapley_alone_gets_its_warning() -> None:
     # A trace that abstained with no credit anywhere gets none.
     nothing = replace(res, report=res.report.model_copy(update={"shapley": None}))
     assert github_annotations([nothing]) == []
+
+
+def test_a_summary_line_shares_the_credit_as_the_report_does_over_agents() -> None:
+    """With --players agents the report shares the credit among agents ("agents searcher and
+    verifier share the blame"), but the batch summary said "step 3 (verifier); shared with step 1",
+    and "shared" for a run whose credit all went to one agent."""
+    world, and_ = str(TRACES / "research-team-world.json"), str(TRACES / "and.json")
+    results = blame_many([world, and_], options=BatchOptions(players="agents"))
+    report = results[0].report
+    assert report is not None and "agents searcher and verifier share the blame" in report.headline
+    rows = summary_rows(results)
+    assert (rows[0]["outcome"], rows[0]["credit"]) == (
+        "shared",
+        "step 3 (verifier); Shapley: searcher 54%, verifier 46%",
+    )
+    assert (rows[1]["outcome"], rows[1]["credit"]) == ("blamed", "step 1 (agent); Shapley: agent 100%")
+    # Over steps, the summary keeps the steps that share the credit.
+    (steps,) = summary_rows(blame_many([and_], options=BatchOptions()))
+    assert (steps["outcome"], steps["credit"]) == ("shared", "step 1 (agent); shared with step 0")
 
 
 def test_github_annotations_are_capped() -> None:
