@@ -19,6 +19,7 @@ from typing import Any
 
 from car.charts import esc, rescue_curve_svg, shapley_svg
 from car.errors import CarError, InputError
+from car.render import no_commands
 from car.report import (
     Estimate,
     Report,
@@ -645,7 +646,7 @@ def render_html(
         "and runs no script.</footer>",
         "</main></body></html>",
     ]
-    return "\n".join(p for p in parts if p) + "\n"
+    return no_commands("\n".join(p for p in parts if p) + "\n", colon="&#58;")  # as in a CI log
 
 
 def locate_trace(

@@ -15,7 +15,9 @@ or `car.record/v1` lines, failed traces included.
 
 Trace text is untrusted: every format but JSON shows its control and bidirectional characters as
 `\\xNN` escapes (`car.render.visible`); Markdown escapes table and HTML syntax, workflow commands
-percent-encode their data and properties, XML goes through ElementTree.
+percent-encode their data and properties, XML goes through ElementTree. The table and the HTML
+page, which wrap trace text or keep its line breaks, start no line with a runner's `::`
+(`car.render.no_commands`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from car.render import (
     figure,
     fit_layouts,
     literal,
+    no_commands,
     render_json,
     render_table,
     rollouts_served,
@@ -299,8 +302,8 @@ def _table(results: Sequence[TraceResult], batch: bool) -> str:
     if not batch and results and results[0].report is not None:
         console = Console(record=True, width=120, file=io.StringIO(), no_color=True)
         render_table(results[0].report, console, stored=results[0].stored_rollouts)
-        return console.export_text(styles=False)
-    return _plain(summary_table(results))
+        return no_commands(console.export_text(styles=False))
+    return no_commands(_plain(summary_table(results)))
 
 
 # -- json ---------------------------------------------------------------------------------------

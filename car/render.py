@@ -30,6 +30,7 @@ __all__ = [
     "fit_columns",
     "fit_layouts",
     "literal",
+    "no_commands",
     "render_json",
     "render_table",
     "rollouts_served",
@@ -50,6 +51,18 @@ def visible(text: str) -> str:
     `##[stop-commands]` and the like for a command anywhere in a log line, so a trace could raise
     annotations in a CI job or silence car's own."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).replace("##[", "##\\x5b")
+
+
+# A GitHub Actions runner takes a log line for a workflow command when it starts with `::` after
+# any leading whitespace (`::error::`, `::stop-commands::`); `##[` it finds anywhere (`visible`).
+_COMMAND_START = re.compile(r"^([^\S\n]*):(?=:)", re.M)
+
+
+def no_commands(text: str, colon: str = "\\x3a") -> str:
+    """`text` (a whole rendered output) with no line a CI runner reads as a workflow command: the
+    first colon of a line that starts with `::` is written `colon`. Trace text lands at a line's
+    start where a table or a sentence wraps it, so this is done once the output is laid out."""
+    return _COMMAND_START.sub(lambda m: m.group(1) + colon, text)
 
 
 def literal(text: str) -> Text:

@@ -110,3 +110,41 @@ def test_table_and_markdown_show_bidi_marks_as_escapes(
         assert res.code == 0, res.err
         assert "\\x200f" in res.out and "\\x61c" in res.out
         assert _raw(res.out) == set(), res.out
+
+
+# Workflow commands that a table or a sentence wrapping the actor's id puts at a line's start.
+COMMANDS = " " * 130 + "::error::pwned" + " " * 130 + "::stop-commands::hush"
+
+
+@pytest.mark.parametrize("fmt", ["table", "github", "markdown", "junit", "html"])
+def test_no_line_starts_with_a_workflow_command_from_trace_text(
+    run_cli: RunCli, tmp_path: Path, fmt: str
+) -> None:
+    """A GitHub Actions runner takes a line that starts with `::`, after any spaces, for a workflow
+    command: where the ranked table's headline or the batch summary wrapped an actor's id, or the
+    HTML page kept the task's line breaks, trace text raised `::error::` annotations in a CI log."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    actor = "support" + COMMANDS
+    doc["actors"][0]["id"] = actor
+    for step in doc["steps"]:
+        step["actor"] = actor
+    doc["task"] = "Help the customer.\n::error::pwned\n  ::stop-commands::hush"
+    doc.pop("replay")
+    doc.pop("metadata")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name in ("a.json", "b.json"):
+        (runs / name).write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
+    options = [
+        "--policy", f"{tmp_path / 'copy.py'}@policy", "--env", "recorded",
+        "--scorer", "tool-called:issue_refund", "--samples", "8", "--no-store", "--format", fmt,
+    ]  # fmt: skip
+    ours = re.compile(r"::(warning|error|notice) ")  # car's own annotations, under --format github
+    shapes = [runs / "a.json"] if fmt == "html" else [runs / "a.json", runs]
+    for given in shapes:
+        res = run_cli("blame", given, *options)
+        assert res.code == 0, res.err
+        lines = (res.out + res.err).splitlines()
+        assert [line for line in lines if re.match(r"\s*::", line) and not ours.match(line)] == []
+        assert "pwned" in res.out or "pwned" in res.err  # the text is shown, not dropped
