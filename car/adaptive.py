@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from car.arguments import check_arguments
+from car.arguments import check_arguments, check_sampled_steps
 from car.errors import BudgetError, InputError, option_name
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
@@ -187,11 +187,13 @@ def check_adaptive(
     target_width: float | None,
     min_effect: float,
     concurrency: int = 1,
+    match_samples: int = 8,
     **_: object,
 ) -> int:
     """What `blame_adaptive_async` refuses once its components are built and before its first
     rollout; returns the budget (None: `ROLLOUTS_PER_STEP` per decision step). `car blame
     --dry-run` asks it too (other options are ignored: it takes `BatchOptions.blame_kwargs()`)."""
+    check_sampled_steps(len(replay.trace.decision_steps), match_samples=match_samples)
     budget = ROLLOUTS_PER_STEP * len(replay.trace.decision_steps) if budget is None else budget
     check_arguments(confidence=confidence, target_width=target_width, concurrency=concurrency)
     if min_effect <= 0 and target_width is None:
@@ -238,6 +240,7 @@ async def blame_adaptive_async(
         decisions = trace.decision_steps
         budget = check_adaptive(
             replay,
+            match_samples=match_samples,
             confidence=confidence,
             budget=budget,
             target_width=target_width,

@@ -17,7 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from car.errors import InputError, option_name
 
-__all__ = ["MOST_PLANNED", "check_arguments", "parameters_of"]
+__all__ = ["MOST_PLANNED", "check_arguments", "check_sampled_steps", "parameters_of"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -42,6 +42,26 @@ def _memory() -> int:
 
 
 MOST_PLANNED = max(1, _memory() // _JOB_BYTES)
+
+# What a job keeps grows with the trace: at least 50 bytes per decision step for a sample's row and
+# 40 for a match sample's draws (the least measured above). On a long trace a `--samples` or
+# `--match-samples` under `MOST_PLANNED` can still want more than the machine's memory: 24 million
+# samples of a 200-step trace started, to need some 250 GB a day later.
+_STEP_BYTES = {"samples": 50, "match_samples": 40}
+
+
+def check_sampled_steps(steps: int, **counts: int) -> None:
+    """Refuse `samples` or `match_samples` that, times the trace's decision `steps`, keep more
+    results than this machine's memory holds; before any rollout."""
+    for name, n in counts.items():
+        most = max(1, _memory() // _STEP_BYTES[name] // max(1, steps))
+        if n > most:
+            raise InputError(
+                f"{option_name(name)} must be at most {most} on a trace of {steps} decision steps "
+                f"(a run keeps every one's result at every step until it ends, at least "
+                f"{_STEP_BYTES[name]} bytes a step; more would not fit in this machine's memory), "
+                f"got {n}"
+            )
 
 
 def _given(value: object) -> str:

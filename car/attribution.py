@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from car.arguments import JUDGE_SPEC, check_arguments, parameters_of
+from car.arguments import JUDGE_SPEC, check_arguments, check_sampled_steps, parameters_of
 from car.errors import InputError, SpecError, option_name, option_spec
 from car.estimators.contrastive import (
     ContrastiveResult,
@@ -257,6 +257,8 @@ async def blame_async(
             shapley_method=shapley_method,
             budget=budget,
             budget_calls=budget_calls,
+            samples=samples,
+            match_samples=match_samples,
         )
         m = len(trace.decision_steps)
         exact = comps.scorer.deterministic
@@ -347,11 +349,15 @@ def check_contrastive(
     shapley_method: ShapleyMethod,
     budget: int | None = None,
     budget_calls: int | None = None,
+    samples: int = 32,
+    match_samples: int = 8,
     **_: Any,
 ) -> tuple[PlayersKind, list[Player]]:
-    """What `blame_async` refuses once its components are built and before its first rollout: the
-    players, and a Shapley run the budget cannot pay (`precheck`). `car blame --dry-run` asks it
-    too (other options are ignored: it takes a whole `BatchOptions.blame_kwargs()`)."""
+    """What `blame_async` refuses once its components are built and before its first rollout:
+    samples the trace's length makes too many to keep, the players, and a Shapley run the budget
+    cannot pay (`precheck`). `car blame --dry-run` asks it too (other options are ignored: it takes
+    a whole `BatchOptions.blame_kwargs()`)."""
+    check_sampled_steps(len(replay.trace.decision_steps), samples=samples, match_samples=match_samples)
     return precheck(
         replay.trace,
         method=method,

@@ -377,6 +377,42 @@ def test_a_count_no_machine_could_plan_is_refused_before_the_estimate(
     assert ok.code == 0, ok.err
 
 
+@pytest.mark.parametrize(
+    ("option", "most", "extra"),
+    [
+        ("--samples", 10, []),
+        ("--match-samples", 12, ["--samples", "4"]),
+        ("--match-samples", 12, ["--adaptive"]),
+    ],
+)
+def test_samples_a_long_trace_cannot_keep_are_refused_before_any_rollout(
+    run_cli: Callable[..., Result],
+    monkeypatch: pytest.MonkeyPatch,
+    option: str,
+    most: int,
+    extra: list[str],
+) -> None:
+    """What a run keeps grows with the trace's length too: `--samples 24000000` (under the cap) of a
+    200-step trace started, planned 4.8 billion rollouts and would have needed some 250 GB. Here a
+    machine of 6000 bytes keeps 10 samples (50 bytes a step) or 12 match samples (40) of 12 steps."""
+    monkeypatch.setattr("car.arguments._memory", lambda: 6000)
+    trace = TRACES / "long-and.json"
+    for dry in ([], ["--dry-run"]):
+        res = run_cli("blame", trace, option, str(most + 1), *extra, "--no-store", *dry)
+        assert res.code == 2, res.err
+        assert res.err.endswith(
+            f"car: error: {trace}: {option} must be at most {most} on a trace of 12 decision steps "
+            f"(a run keeps every one's result at every step until it ends, at least "
+            f"{50 if option == '--samples' else 40} bytes a step; more would not fit in this "
+            f"machine's memory), got {most + 1}\n"
+        )
+        assert "rollouts done" not in res.err
+    ok = run_cli("blame", trace, option, str(most), *extra, "--no-store", "--dry-run")
+    assert ok.code == 0, ok.err
+    with pytest.raises(InputError, match=r"^samples= must be at most 10 on a trace of 12 "):
+        car.blame(trace, samples=11)
+
+
 def test_a_count_no_machine_could_plan_is_refused_from_python() -> None:
     from car.arguments import MOST_PLANNED
 
