@@ -66,6 +66,9 @@ async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> 
             results.append(None)
             try:
                 results[i] = await job
+                # A job that never waits (a simulated agent) never hands the loop back: a Ctrl-C
+                # or SIGTERM, which cancels the run through the loop, would wait for every job.
+                await asyncio.sleep(0)
             except BaseException:
                 stop = True  # the others take no further job
                 raise

@@ -148,6 +148,23 @@ def test_an_interrupted_trace_says_whether_a_rerun_resumes(tmp_path: Path, store
     assert not (tmp_path / "out.json").exists()  # one trace, no report: nothing to write
 
 
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
+def test_a_simulated_agent_s_run_stops_at_the_signal_not_at_the_end_of_its_phase(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """A rollout of a simulated agent never waits, so its jobs never handed the event loop back:
+    SIGTERM (a CI job's timeout) or Ctrl-C, which cancel the run through the loop, waited for the
+    rest of the phase (hours, for a long trace and many samples)."""
+    from car.sim import record
+
+    (tmp_path / "long.json").write_text(record("long", n=200).model_dump_json(), encoding="utf-8")
+    argv = ["blame", "long.json", "--samples", "500", "--no-store"]
+    rc, err = interrupt_after(argv, tmp_path, "car: long.json: contrastive arms: 25% of", how)
+    assert rc == (143 if how == signal.SIGTERM else 130)
+    assert not any("75% of" in line or "match draws" in line for line in err), err
+    assert err[-1].startswith("car: terminated;" if how == signal.SIGTERM else "car: interrupted;")
+
+
 # -- what an interrupted trace ran ----------------------------------------------------------------
 HALTING = f"{ROOT / 'tests' / 'fixtures' / 'halting.py'}@policy"  # answers the calls in ./answers
 HALTED = ["--concurrency", "1", "--samples", "4", "--match-samples", "2", "--store", "s.sqlite"]
