@@ -301,7 +301,7 @@ async def blame_adaptive_async(
             plural = "steps" if len(open_steps) > 1 else "step"
             statement = f"best guess, not certified at {level}: {why}; {plural} {which} still undecided"
         if run.stopped != "nothing-to-attribute":  # what it used of the budget it was given
-            statement += f"; {run.rollouts} of {budget} rollouts used"
+            statement += f"; {run.rollouts:,} of {budget:,} rollouts used"
         report.adaptive = Adaptive(
             certified=certified,
             confidence=confidence,

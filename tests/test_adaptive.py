@@ -143,7 +143,7 @@ def test_a_certified_report_says_what_it_used_of_the_budget(fmt, capsys) -> None
     trace = str(Path(__file__).resolve().parent.parent / "traces" / "support-refund.json")
     main(["blame", trace, "--adaptive", "--budget", "2000", "--no-store", "--format", fmt])
     out = " ".join(capsys.readouterr().out.split())
-    assert "every later step's effect is at most 10%; 99 of 2000 rollouts used" in out
+    assert "every later step's effect is at most 10%; 99 of 2,000 rollouts used" in out
 
 
 def test_cli_rejects_bad_confidence(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
