@@ -224,7 +224,8 @@ def counts_line(results: Sequence[TraceResult]) -> str:
 
 def _labels_part(results: Sequence[TraceResult]) -> str:
     """How often car's answer matches the dataset's labels, over the attributed traces with one."""
-    pairs = [label_agreement(r.report) for r in results if r.report is not None]
+    # A trace whose backend failed keeps a partial report but was not attributed: no miss either.
+    pairs = [label_agreement(r.report) for r in results if r.report is not None and not _failed(r)]
     steps = [s for s, _ in pairs if s is not None]
     agents = [a for _, a in pairs if a is not None]
     said = [

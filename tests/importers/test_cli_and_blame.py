@@ -307,6 +307,36 @@ def test_an_abstention_beside_a_label_reads_as_one(tmp_path: Path) -> None:
     assert counts_line(results).endswith("labelled step named in 0 of 1, labelled agent in 0 of 1")
 
 
+class DownFor(SolverCoin):
+    """SolverCoin whose backend fails on every decision of the task it names."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+
+    async def act(self, decision: Decision, key: EventKey) -> Action:
+        if decision.task == self.task:
+            raise RuntimeError("server down")
+        return await super().act(decision, key)
+
+
+def test_a_trace_whose_backend_failed_is_not_counted_against_the_label(tmp_path: Path) -> None:
+    """Its partial report names no step because the trace failed: the count said "named in 1 of 2"
+    for one trace attributed rightly and one the backend lost."""
+    from car.outputs import counts_line
+
+    right = tmp_path / "right.json"
+    right.write_text(json.dumps(GROUP_CHAT))
+    down = tmp_path / "down.json"
+    down.write_text(json.dumps({**GROUP_CHAT, "question": "What is 6 x 8?"}))
+    policy = DownFor("What is 6 x 8?")
+    options = car.BatchOptions(policy=policy, scorer=WrongAnswer(), samples=32, match_samples=1)
+    results = car.blame_many([right, down], options=options)
+    assert [r.status for r in results] == ["ok", "backend-error"]
+    assert results[1].report is not None  # the partial report is kept
+    line = counts_line(results)
+    assert line.endswith("labelled step named in 1 of 1, labelled agent in 1 of 1"), line
+
+
 def test_validate_shows_file_names_and_errors_literally(
     tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
