@@ -14,7 +14,7 @@ from typing import Literal
 
 from car.errors import BudgetError, option_name
 from car.replay import Replay
-from car.report import Budget, Report, listed
+from car.report import NEVER_REPRODUCES, Budget, Report, listed
 from car.runner import Grant
 from car.shapley import (
     Player,
@@ -30,13 +30,11 @@ from car.shapley import (
 )
 from car.trace import Trace
 
-__all__ = ["Method", "fallback_reason", "precheck", "shapley_into_report"]
+__all__ = ["NEVER_REPRODUCES", "Method", "fallback_reason", "precheck", "shapley_into_report"]
 
 Method = Literal["contrastive", "shapley", "auto"]
 
 
-# A report that refused because the policy never reproduced the record (`car.attribution._report`).
-NEVER_REPRODUCES = "cannot attribute: the replay never reproduces the recorded run"
 # Below this action-match rate, shown at the report's level, the policy is not the recording agent.
 NEVER_RATE = 0.05
 

@@ -53,6 +53,7 @@ from car.render import (
     visible,
 )
 from car.report import (
+    NEVER_REPRODUCES,
     REPORT_VERSION,
     Estimate,
     Report,
@@ -124,6 +125,8 @@ def credit_text(r: Report) -> str:
         return "shared: steps " + ", ".join(map(str, shared))
     if credited:  # the contrastive estimator abstained and Shapley split the credit
         return split
+    if r.abstained_reason == NEVER_REPRODUCES:  # a refusal: more samples would not name a step
+        return NEVER_REPRODUCES
     return "-"
 
 

@@ -17,6 +17,7 @@ from car.errors import InputError
 from car.jsonfile import PathError, describe_validation_error, read_json
 
 __all__ = [
+    "NEVER_REPRODUCES",
     "REPORT_VERSION",
     "Adaptive",
     "Budget",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 REPORT_VERSION = "car.report/v1"
+# The abstention that is a refusal: the policy never reproduced the record, so it is probably not the
+# agent that recorded it (`car.attribution`); more samples would not settle it.
+NEVER_REPRODUCES = "cannot attribute: the replay never reproduces the recorded run"
 
 
 class _Model(BaseModel):

@@ -88,3 +88,23 @@ def test_a_policy_that_never_reproduces_a_longer_record_is_refused() -> None:
     assert report.abstained_reason == NEVER_REPRODUCES and report.locus is None
     assert report.shapley is None
     assert any("never reproduced any recorded action in 120 draws" in n for n in report.notes)
+
+
+def test_a_batch_says_a_refusal_not_only_that_no_step_was_named() -> None:
+    """The batch summary and the progress line showed a refusal as any abstention ("-", "no decisive
+    step"): over a folder of runs replayed with the wrong model, nothing said the policy was not
+    the agent that recorded them."""
+    from car.batch import TraceResult
+    from car.outputs import summary_rows
+    from car.progress import finished_what
+
+    result = TraceResult("slip.json", "slip-0", "ok", _blame(0.0, 3, 0))
+    row = summary_rows([result])[0]
+    assert row["outcome"] == "abstained"
+    assert row["credit"] == "cannot attribute: the replay never reproduces the recorded run"
+    assert finished_what(result).startswith("cannot attribute: the replay never reproduces")
+    # An abstention that more samples could settle still reads "-".
+    undecided = _blame(0.1, 3, 0).model_copy(
+        update={"locus": None, "shared": [], "abstained_reason": "x"}
+    )
+    assert summary_rows([TraceResult("slip.json", "slip-0", "ok", undecided)])[0]["credit"] == "-"
