@@ -921,6 +921,18 @@ def _choice_hint(message: str) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
+def _format_flag(message: str, ctx: Any) -> str:
+    """`--html` (or `--json`, ...) where the command has `--format`: click's near spellings
+    (`--help, --item`) in place of the option meant; say that one instead."""
+    said = re.match(r"No such option: --([a-z]+)", message)
+    params = ctx.command.params if ctx is not None else []
+    if said is None or said[1] not in set(OutputFormat):
+        return message
+    if not any("--format" in p.opts for p in params):
+        return message
+    return f"No such option: --{said[1]}. Did you mean '--format {said[1]}'?"
+
+
 def _run(args: list[str]) -> None:
     """Run the command; every outcome but success becomes SystemExit with car's exit code."""
     try:
@@ -942,6 +954,7 @@ def _run(args: list[str]) -> None:
         name = getattr(ctx, "info_name", None)
         hint = f" (see 'car {name} --help')" if name and name != "car" else " (see 'car --help')"
         message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
+        message = _format_flag(message, ctx)
         _fail(CarError(f"{message}{_choice_hint(message)}{hint}"), 2)
     except _ClickException as exc:
         _fail(CarError(exc.format_message()), 2)  # type: ignore[attr-defined]

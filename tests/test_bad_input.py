@@ -217,6 +217,8 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
         ("--price", "input_tokens=-1", "a price is a finite amount of 0 or more"),
         ("--address", "ray://head:10001", "--address 'ray://head:10001' names a Ray cluster, but"),
         ("--bogus", "1", "No such option"),
+        # click offered its near spellings (--help, --item), not the option meant
+        ("--html", "-q", "No such option: --html. Did you mean '--format html'? (see 'car blame"),
     ],
 )
 def test_bad_options_give_one_line_and_exit_2(run_cli, option: str, value: str, expected: str) -> None:  # type: ignore[no-untyped-def]
