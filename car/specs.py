@@ -330,7 +330,13 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
     if spec.endswith(".py"):
         raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: name the object in the file: {spec}@NAME")
     if _names_file(spec):
-        return _instantiate(kind, spec, _load_file_object(kind, spec), trace, None)
+        component = _instantiate(kind, spec, _load_file_object(kind, spec), trace, None)
+        # The file's code decides the rollouts, and the store keys them by this spec (with the
+        # file's hash): a spec the object gives itself need not name the file, so this one replaces
+        # it (and the report's reproduce line runs the same file).
+        with contextlib.suppress(AttributeError):
+            component.spec = spec
+        return component
     raise SpecError(f"unknown {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec)}")
 
 

@@ -365,6 +365,38 @@ def test_different_analyses_of_one_trace_are_stored_side_by_side(tmp_path: Path)
         assert len(store.results()) == 3
 
 
+NAMED_POLICY = """
+from car.sim import make
+
+class Named:
+    spec = "my-policy"  # a name of its own, not the file's
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def act(self, decision, key):
+        return await self.inner.act(decision, key)
+
+def policy(trace):
+    return Named(make("policy", "pivot", trace, "sim:pivot"))
+"""
+
+
+def test_an_edited_plugin_file_is_not_served_its_old_rollouts(tmp_path: Path) -> None:
+    """A file's object that names itself (`spec = "my-policy"`) was keyed by that name alone: after an
+    edit the store served the old code's rollouts (and another file of that name would share them)."""
+    plugin = tmp_path / "named.py"
+    plugin.write_text(NAMED_POLICY)
+    spec = f"{plugin}@policy"
+    options = BatchOptions(policy=spec, samples=4, match_samples=0, method="contrastive")
+    with RolloutStore(tmp_path / "store.sqlite") as store:
+        [first] = blame_many([str(TRACES / "pivot.json")], options=options, store=store)
+        assert first.report is not None and first.report.specs.policy == spec
+        plugin.write_text(NAMED_POLICY + "# edited\n")
+        [again] = blame_many([str(TRACES / "pivot.json")], options=options, store=store)
+        assert (again.stored_rollouts, again.fresh_rollouts) == (0, first.fresh_rollouts)
+
+
 SLOW_POLICY = """
 import asyncio
 from car.sim import make
