@@ -298,15 +298,35 @@ def shared_credit(report: Report) -> list[int]:
     return list(report.shared) if len(report.shared) >= 2 else []
 
 
+def named(report: Report) -> tuple[int | None, str | None]:
+    """The step car names and its actor: the locus, else the one player Shapley alone credits (what
+    the batch summary calls `blamed`): its step when it is one step, its actor when it has one.
+    (None, None): car names nothing."""
+    if report.locus is not None:
+        return report.locus, report.locus_actor
+    if report.shapley is None or shared_credit(report):
+        return None, None
+    from car.shapley import credited_players  # (car.shapley imports this module)
+
+    credited = credited_players(report.shapley.players)
+    if len(credited) != 1:
+        return None, None
+    steps = credited[0].steps
+    actors = {report.steps[i].actor for i in steps}
+    return (steps[0] if len(steps) == 1 else None), (actors.pop() if len(actors) == 1 else None)
+
+
 def label_agreement(report: Report) -> tuple[bool | None, bool | None]:
-    """Whether car's locus is the labelled step, and its actor the labelled agent (None: no such
-    label). An abstention agrees with nothing."""
+    """Whether the step car names (`named`) is the labelled step, and its actor the labelled agent
+    (None: no such label). An abstention agrees with nothing."""
     lab = report.labelled
     if lab is None:
         return None, None
-    step = None if lab.step is None else report.locus == lab.step
-    agent = None if lab.agent is None else (report.locus is not None and report.locus_actor == lab.agent)
-    return step, agent
+    step, actor = named(report)
+    return (
+        None if lab.step is None else step is not None and step == lab.step,
+        None if lab.agent is None else actor is not None and actor == lab.agent,
+    )
 
 
 def label_line(report: Report) -> str | None:
@@ -318,15 +338,20 @@ def label_line(report: Report) -> str | None:
     if lab.agent:
         said.append(f"by {lab.agent}")
     head = f"labelled mistake ({lab.source}): {' '.join(said)}"
-    if report.locus is None:  # an abstention, not a wrong answer ("step differs, agent differs")
+    step, actor = named(report)
+    if step is None and actor is None:  # an abstention, not a wrong answer ("step differs, ...")
         return f"{head}; car abstains (names no step), so there is nothing to compare"
-    step, agent = label_agreement(report)
-    verdicts = [
+    agrees = label_agreement(report)
+    verdicts = [  # of what car named: credit to an agent's steps names no one step
         f"{what} {'agrees' if ok else 'differs'}"
-        for what, ok in (("step", step), ("agent", agent))
-        if ok is not None
+        for what, ok, ours in zip(("step", "agent"), agrees, (step, actor), strict=True)
+        if ok is not None and ours is not None
     ]
-    ours = f"car names step {report.locus} ({report.locus_actor})"
+    if report.locus is not None:
+        ours = f"car names step {step} ({actor})"
+    else:
+        whom = f"step {step}" + (f" ({actor})" if actor else "") if step is not None else actor
+        ours = f"car's Shapley credit goes to {whom}"
     return f"{head}; {ours}: {', '.join(verdicts)}"
 
 

@@ -337,6 +337,39 @@ def test_a_trace_whose_backend_failed_is_not_counted_against_the_label(tmp_path:
     assert line.endswith("labelled step named in 1 of 1, labelled agent in 1 of 1"), line
 
 
+class SolverWrong:
+    """The failure is the solver's wrong product, whatever the planner then reports."""
+
+    spec = "test:solver-wrong"
+    deterministic = True
+
+    async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        return float(any(t.actor == "Solver" and "48" in t.action.text for t in trajectory.turns))
+
+
+def test_a_step_credited_by_shapley_alone_is_compared_with_the_label(tmp_path: Path) -> None:
+    """The summary calls a trace `blamed` when the contrastive estimate abstained and Shapley
+    credited one step; the label line said "car abstains (names no step)" and the count a miss."""
+    from car.batch import TraceResult
+    from car.outputs import counts_line, summary_rows
+    from car.report import label_line
+
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps(GROUP_CHAT))  # labelled step 1 by Solver
+    report = car.blame(
+        src, policy=SolverCoin(), scorer=SolverWrong(), samples=32, match_samples=1, method="shapley"
+    )
+    assert report.shapley is not None
+    abstained = report.model_copy(update={"locus": None, "locus_actor": None, "shared": []})
+    result = TraceResult(str(src), report.trace_id, "ok", abstained)
+    assert summary_rows([result])[0]["outcome"] == "blamed"
+    assert label_line(abstained) == (
+        "labelled mistake (who-and-when): step 1 by Solver; car's Shapley credit goes to step 1 "
+        "(Solver): step agrees, agent agrees"
+    )
+    assert counts_line([result]).endswith("labelled step named in 1 of 1, labelled agent in 1 of 1")
+
+
 def test_validate_shows_file_names_and_errors_literally(
     tmp_path: Path, fixtures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
