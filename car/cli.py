@@ -933,6 +933,19 @@ def _format_flag(message: str, ctx: Any) -> str:
     return f"No such option: --{said[1]}. Did you mean '--format {said[1]}'?"
 
 
+def _command_path(args: list[str]) -> str:
+    """`car blame`, `car cache info`: the command the arguments name, for an error click raised
+    without its context (an option's missing value)."""
+    command: Any = typer.main.get_command(app)
+    path = ["car"]
+    for arg in args:
+        command = getattr(command, "commands", {}).get(arg)  # a group's subcommands
+        if command is None:
+            break
+        path.append(arg)
+    return " ".join(path)
+
+
 def _run(args: list[str]) -> None:
     """Run the command; every outcome but success becomes SystemExit with car's exit code."""
     try:
@@ -951,8 +964,7 @@ def _run(args: list[str]) -> None:
         raise SystemExit(2) from None
     except _UsageError as exc:
         ctx = getattr(exc, "ctx", None)
-        name = getattr(ctx, "info_name", None)
-        hint = f" (see 'car {name} --help')" if name and name != "car" else " (see 'car --help')"
+        hint = f" (see '{ctx.command_path if ctx is not None else _command_path(args)} --help')"
         message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
         message = _format_flag(message, ctx)
         _fail(CarError(f"{message}{_choice_hint(message)}{hint}"), 2)

@@ -230,6 +230,27 @@ def test_bad_options_give_one_line_and_exit_2(run_cli, option: str, value: str, 
     assert "Traceback" not in r.err
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # a subcommand's subcommand was named alone: `car info` is no command
+        (["cache", "info", "--bogus"], "No such option: --bogus (see 'car cache info --help')"),
+        # an option's missing value (click's error carries no command) pointed at the top level
+        (["blame", "x.json", "-o"], "Option '-o' requires an argument. (see 'car blame --help')"),
+        (
+            ["cache", "info", "--store"],
+            "Option '--store' requires an argument. (see 'car cache info --help')",
+        ),
+        (["--bogus"], "No such option: --bogus (see 'car --help')"),
+    ],
+)
+def test_a_usage_error_points_at_the_help_of_its_command(  # type: ignore[no-untyped-def]
+    run_cli, args: list[str], expected: str
+) -> None:
+    r = run_cli(*args)
+    assert (r.code, r.err) == (2, f"car: error: {expected}\n")
+
+
 @pytest.mark.parametrize("command", ["blame", "validate", "import"])
 def test_debug_shows_the_traceback(run_cli, tmp_path: Path, command: str) -> None:  # type: ignore[no-untyped-def]
     """--debug adds the traceback and keeps the exit code (2 for bad input, as without it)."""
