@@ -65,7 +65,7 @@ from car.report import (
     shared_credit,
 )
 from car.shapley import credited_players
-from car.tracefiles import is_folder
+from car.tracefiles import is_folder, natural_key
 
 __all__ = [
     "BATCH_VERSION",
@@ -717,7 +717,8 @@ def _is_sqlite(p: Path) -> bool:
 
 def read_results(source: str | Path) -> list[TraceResult]:
     """Every result saved in a store (its reports), a JSON file (`car.report/v1` of one trace or
-    `car.batch/v1` of a batch) or JSONL of `car.record/v1` lines, in the file's order. Failed traces
+    `car.batch/v1` of a batch) or JSONL of `car.record/v1` lines, in the file's order (a store's in
+    the natural order of their traces' paths, as `car blame DIR` lists them). Failed traces
     keep their status and error, so re-rendering them exits as `car blame` did."""
     from car.store import RolloutStore
 
@@ -727,11 +728,14 @@ def read_results(source: str | Path) -> list[TraceResult]:
     if _is_sqlite(p):
         with RolloutStore(p, create=False, ways=()) as store:  # it only reads: no other file to name
             stored = store.results()
-        return [
+        results = [
             r
             for n, s in enumerate(stored, 1)
             for r in _results_of(s.report, f"{p}: report {n}", batch=False)
         ]
+        # In the order `car blame DIR` lists its traces (`2.json` before `10.json`), each trace's
+        # analyses in the order they were made.
+        return sorted(results, key=lambda r: natural_key(r.path))
     try:
         text = read_bytes(p, what="a car store, report or results").decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -396,3 +396,20 @@ def test_adaptive_analyses_are_told_apart_by_what_they_take(
     adaptive = [line for line in labels if ": adaptive, " in line]
     assert len(labels) == 2 and len(adaptive) == 1
     assert "samples" not in adaptive[0] and "level" not in adaptive[0], adaptive[0]  # 0.95 too
+
+
+def test_a_store_lists_its_traces_in_the_order_blame_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`car blame DIR` lists 2.json before 10.json; `car report` of its store listed 10.json first."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(ROOT / "traces" / "pivot.json", runs / "2.json")
+    shutil.copy(ROOT / "traces" / "or.json", runs / "10.json")
+    store = str(tmp_path / "store.sqlite")
+    code, _, _ = run(capsys, "blame", str(runs), *FAST, "--store", store)
+    assert code == 0
+    code, out, _ = run(capsys, "report", store, "--format", "jsonl")
+    assert code == 0
+    listed = [json.loads(line)["trace"] for line in out.splitlines()]
+    assert listed == [str(runs / "2.json"), str(runs / "10.json")]
