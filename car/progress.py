@@ -111,7 +111,8 @@ class HeartbeatProgress:
         self.total = total_traces
         self.interval = interval
         self.done = 0
-        self.rollouts: dict[str, tuple[int, int]] = {}
+        # label: (done, total) of each phase it has reported ("": its estimate, until the first)
+        self.rollouts: dict[str, dict[str, tuple[int, int]]] = {}
         self._last = time.monotonic()
 
     def __enter__(self) -> HeartbeatProgress:
@@ -126,13 +127,21 @@ class HeartbeatProgress:
         self._last = time.monotonic()
 
     def trace_started(self, label: str, total: int) -> None:
-        self.rollouts[label] = (0, total)
+        self.rollouts[label] = {"": (0, total)}
 
     def trace_advanced(self, label: str, phase: str, done: int, total: int) -> None:
-        self.rollouts[label] = (done, total)
+        # Phases run one after another, each counted from 0: a phase is done when the next starts,
+        # and the counts add up, so the line's figure never goes back when a trace starts Shapley.
+        phases = self.rollouts.setdefault(label, {})
+        phases.pop("", None)
+        for other, (_, planned) in phases.items():
+            if other != phase:
+                phases[other] = (planned, planned)
+        phases[phase] = (done, total)
         if time.monotonic() - self._last >= self.interval:
-            done_r = sum(d for d, _ in self.rollouts.values())
-            total_r = sum(t for _, t in self.rollouts.values())
+            counts = [c for p in self.rollouts.values() for c in p.values()]
+            done_r = sum(d for d, _ in counts)
+            total_r = sum(t for _, t in counts)
             self._say(
                 f"[{self.done}/{many(self.total, 'trace')}] {len(self.rollouts)} in flight, "
                 f"{done_r}/{total_r} of their rollouts and draws done"

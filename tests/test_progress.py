@@ -46,6 +46,25 @@ def test_heartbeat_lines_count_traces_and_rollouts() -> None:
     assert beats and all("of their rollouts and draws done" in line for line in beats)
 
 
+def test_a_heartbeat_never_counts_back_when_a_trace_starts_its_next_phase() -> None:
+    """Each phase counts from 0: the line summed the current phase's counts alone, so a trace going
+    from its contrastive arms to its match draws or Shapley took its figure back ("366/1072" then
+    "295/982")."""
+    out = io.StringIO()
+    beat = HeartbeatProgress(out, total_traces=1, interval=0.0)
+    beat.trace_started("a.json", 200)
+    beat.trace_advanced("a.json", "contrastive", 0, 100)
+    beat.trace_advanced("a.json", "contrastive", 75, 100)
+    beat.trace_advanced("a.json", "match draws", 0, 20)  # the arms are done
+    beat.trace_advanced("a.json", "match draws", 10, 20)
+    assert [line.split(", ")[1] for line in out.getvalue().splitlines()] == [
+        "0/100 of their rollouts and draws done",
+        "75/100 of their rollouts and draws done",
+        "100/120 of their rollouts and draws done",
+        "110/120 of their rollouts and draws done",
+    ]
+
+
 def test_a_trace_whose_backend_failed_says_so_and_why(tmp_path: Path) -> None:
     """The line said "backend-error: no decisive step", as if car had looked and found none."""
     from car.outputs import summary_rows
