@@ -281,7 +281,8 @@ def _headline(report: Report, trace: Trace | None) -> str:
         parts.append('<div class="warnings" role="note"><b>Read with care</b><ul>')
         parts.extend(f"<li>{w}</li>" for w in warnings)
         parts.append("</ul></div>")
-    notes = [n for n in report.notes if "never reproduced" not in n]
+    # The steps never reproduced are a warning above; the note saying why car refused is not.
+    notes = [n for n in report.notes if not n.endswith("never reproduced the recorded action")]
     if notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     if report.locus is not None:  # when abstaining, the warning above already says why

@@ -108,3 +108,22 @@ def test_a_batch_says_a_refusal_not_only_that_no_step_was_named() -> None:
         update={"locus": None, "shared": [], "abstained_reason": "x"}
     )
     assert summary_rows([TraceResult("slip.json", "slip-0", "ok", undecided)])[0]["credit"] == "-"
+
+
+def test_the_page_of_a_refusal_says_why() -> None:
+    """The HTML page left out the note that explains a refusal (how many draws, the bound, "probably
+    not the agent that recorded this trace"), with the notes naming steps never reproduced, which
+    its warnings list; it showed the refusal beside a match rate of "0% [0, 9]" (above the 5% the
+    rule takes) and no reason."""
+    from car.html import render_html
+
+    page = render_html(_blame(0.0, 3, 0))
+    assert "never reproduced any recorded action in 120 draws" in page
+    assert "probably not the agent that recorded this trace" in page
+    # A step never reproduced is a warning, not a note as well.
+    some = _blame(0.1, 3, 0).model_copy(
+        update={"notes": ["step 2 never reproduced the recorded action"], "never_reproduced": [2]}
+    )
+    page = render_html(some)
+    assert "Never reproduced:</b> the policy never drew the recorded action at step(s) 2." in page
+    assert "step 2 never reproduced the recorded action" not in page
