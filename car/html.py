@@ -257,6 +257,8 @@ def _headline(report: Report, trace: Trace | None) -> str:
     else:
         parts.append('<section class="headline none" id="headline">')
         parts.append('<p class="verdict">car cannot name a decisive step.</p>')
+        if report.shapley is not None and report.shapley.summary:  # as the headline goes on
+            parts.append(f'<p class="what">Shapley: {esc(report.shapley.summary)}.</p>')
         figures = []
     m = report.match_rate
     figures.append(

@@ -416,3 +416,16 @@ def test_a_chat_log_without_a_task_shows_its_first_user_turn_as_the_task() -> No
         "Task:",
         "Refund what was never delivered.",
     )
+
+
+def test_an_abstention_with_shapley_credit_says_it_at_the_top() -> None:
+    """The terminal and Markdown headline go on to the Shapley credit ("Shapley: the Shapley credit
+    goes to step 16") and a batch calls the trace `blamed`; the page said only "car cannot name a
+    decisive step", the credit far below."""
+    report = car.blame(ROOT / "traces" / "and.json", samples=8, method="shapley", budget=200)
+    assert report.shapley is not None and report.shapley.summary
+    abstained = report.model_copy(update={"locus": None, "locus_actor": None})
+    page = render_html(abstained)
+    head = page[page.index('<section class="headline none"') :]
+    head = head[: head.index("</section>")]
+    assert f'<p class="what">Shapley: {report.shapley.summary}.</p>' in head
