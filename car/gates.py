@@ -54,8 +54,8 @@ class Gates:
     - `min_match_rate`: the replay reproduces fewer recorded actions than this share: too
       unfaithful to trust (also trips when the match rate was not measured).
     - `fail_on_abstain`: car could not name a decisive step.
-    - `fail_on_blame`: the locus, or a step sharing the credit, is one of these: an actor id, a step
-      index, or `any` (any step at all was blamed).
+    - `fail_on_blame`: the locus, or a step sharing the credit (with neither, a step Shapley
+      credits), is one of these: an actor id, a step index, or `any` (any step at all was blamed).
     """
 
     min_match_rate: float | None = None
@@ -92,6 +92,14 @@ class Gates:
             blamed = ([report.locus] if report.locus is not None else []) + [
                 s for s in shared_credit(report) if s != report.locus
             ]
+            by_shapley = not blamed and report.shapley is not None
+            if report.shapley is not None and by_shapley:
+                # No locus and no shared drops: the steps of the players Shapley alone credits,
+                # whom the summary shows (`blamed` or `shared`) and the GitHub warning names.
+                from car.shapley import credited_players
+
+                players = credited_players(report.shapley.players)
+                blamed = sorted({s for p in players for s in p.steps})
             for step in blamed:
                 actor = report.steps[step].actor
                 hit = next(
@@ -99,7 +107,13 @@ class Gates:
                     None,
                 )
                 if hit is not None:
-                    role = "is the locus" if step == report.locus else "shares the credit"
+                    role = (
+                        "is the locus"
+                        if step == report.locus
+                        else "carries Shapley credit"
+                        if by_shapley
+                        else "shares the credit"
+                    )
                     tripped.append(f"step {step} ({actor}) {role} (--fail-on-blame {hit})")
         return tripped
 

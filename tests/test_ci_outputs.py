@@ -448,6 +448,19 @@ def test_a_summary_line_shares_the_credit_as_the_report_does_over_agents() -> No
     assert (steps["outcome"], steps["credit"]) == ("shared", "step 1 (agent); shared with step 0")
 
 
+def test_a_step_credited_by_shapley_alone_trips_fail_on_blame() -> None:
+    """The summary calls such a trace `blamed` and its warning names the step, yet `--fail-on-blame
+    any` (or the step, or its actor) passed it: the gate looked at the locus and shared drops only."""
+    from car.gates import Gates
+
+    (res,) = blame_many([PIVOT], options=BatchOptions(samples=2, match_samples=2))
+    assert res.report is not None and res.report.locus is None and res.report.shapley is not None
+    assert Gates(fail_on_blame=("any", "1")).check(res.report) == [
+        "step 1 (agent) carries Shapley credit (--fail-on-blame any)"
+    ]
+    assert Gates(fail_on_blame=("0", "2")).check(res.report) == []
+
+
 def test_github_annotations_are_capped() -> None:
     many = [TraceResult(f"t{i}.json", None, "input-error", error="bad") for i in range(25)]
     cmds = github_annotations(many)
