@@ -417,9 +417,11 @@ def migrate(data: Any, *, source: str = "<trace>") -> dict[str, Any]:
             "(foreign formats go through `car import`)"
         )
     if version not in KNOWN_VERSIONS:
+        # (as `car report` asks of a trace "is this a trace?")
+        hint = "; is this a report? (`car report` reads reports)" if version == "car.report/v1" else ""
         raise InputError(
             f"{source}: $.version: unknown version {version!r}; this car reads "
-            f"{', '.join(map(repr, KNOWN_VERSIONS))}"
+            f"{', '.join(map(repr, KNOWN_VERSIONS))}{hint}"
         )
     return data
 

@@ -188,6 +188,18 @@ def test_missing_file_and_directory(run_cli, tmp_path: Path) -> None:  # type: i
     assert r.code == 2 and "no trace files (*.json, *.jsonl, *.eval) under this directory" in r.err
 
 
+def test_a_report_given_to_blame_is_named_as_one(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`car report TRACE` asks "is this a trace?"; `car blame REPORT` said only what it reads."""
+    report = tmp_path / "report.json"
+    assert run_cli("blame", TRACES / "pivot.json", "--samples", "2", "-o", report).code == 0
+    r = run_cli("blame", report)
+    assert r.code == 2
+    assert r.err == (
+        f"car: error: {report}: $.version: unknown version 'car.report/v1'; this car reads "
+        "'car.trace/v1'; is this a report? (`car report` reads reports)\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("option", "value", "expected"),
     [
