@@ -83,12 +83,7 @@ def _resolve(
     defaults = trace.replay
     pol = policy if policy is not None else (defaults.policy if defaults else None)
     if pol is None:
-        model, other = option_spec("policy", "openai:MODEL"), option_spec("policy", "sim:NAME")
-        raise InputError(
-            f"trace {trace.id!r} names no policy: pass the model that recorded it ({model} or "
-            f"anthropic:MODEL, with {option_name('base_url')} for a local server), or {other}, "
-            "path/to/policy.py@name, or an installed plugin"
-        )
+        raise InputError(f"trace {trace.id!r} names no policy: {policy_advice('it')}")
     en = env if env is not None else (defaults.env if defaults and defaults.env else "recorded")
     given = origins or {}
     with _named(given.get("policy") if policy is not None else None):
@@ -98,6 +93,16 @@ def _resolve(
     with _named(given.get("scorer") if scorer is not None else None):
         built_scorer = _resolve_scorer(trace, scorer)
     return _Components(built_policy, built_env, built_scorer)
+
+
+def policy_advice(runs: str) -> str:
+    """What to pass when no policy is named, for the model that recorded `runs` ("it", "them")."""
+    model, other = option_spec("policy", "openai:MODEL"), option_spec("policy", "sim:NAME")
+    return (
+        f"pass the model that recorded {runs} ({model} or anthropic:MODEL, with "
+        f"{option_name('base_url')} for a local server), or {other}, path/to/policy.py@name, or an "
+        "installed plugin"
+    )
 
 
 @contextmanager

@@ -230,6 +230,15 @@ def _unreported_prices(prices: Mapping[str, float], results: Sequence[TraceResul
     return f"--price {', '.join(missing)}: no such counter in this run ({seen}); its cost is 0"
 
 
+def _check_some_policy(policy: object, traces: Sequence[Trace]) -> None:
+    """A batch whose traces all lack a policy, with none given, fails as a whole before its
+    estimate, once: each trace would fail alike, after an estimate of work that never runs."""
+    if policy is None and len(traces) > 1 and not any(t.replay and t.replay.policy for t in traces):
+        from car.attribution import policy_advice
+
+        raise InputError(f"none of the {len(traces)} traces names a policy: {policy_advice('them')}")
+
+
 def _check_blame_gate(names: Sequence[str], traces: Sequence[Trace]) -> None:
     """A --fail-on-blame actor that no trace of the run has is a typo that would never trip."""
     if not traces:
@@ -310,7 +319,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         **req.options.blame_kwargs(),
     )
     planned = plan_batch(req.paths, req.options, req.shard, own_outputs(req))
-    _check_blame_gate(req.options.gates.fail_on_blame, [p.trace for p in planned if p.trace])
+    traces = [p.trace for p in planned if p.trace]
+    _check_blame_gate(req.options.gates.fail_on_blame, traces)
+    _check_some_policy(req.options.policy, traces)
     estimate = total_estimate(planned)
     if req.dry_run:
         if req.fmt in (OutputFormat.json, OutputFormat.jsonl):  # a script reads it: JSON, as asked

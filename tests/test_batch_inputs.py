@@ -347,3 +347,27 @@ def test_quiet_batch_says_why_it_exits_1(
     # --exit-zero: nothing to explain
     code, _, err = _run(run_cli, ["blame", *argv, *FAST, "--no-store", "-q", "--exit-zero"])
     assert (code, err) == (0, "")
+
+
+# -- no policy anywhere -----------------------------------------------------------------------
+def test_a_batch_whose_traces_all_name_no_policy_fails_once_before_its_estimate(
+    run_cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Each trace would fail alike (imported logs name no policy), after an estimate of work that
+    never runs: one line instead, exit 2. A folder where some trace names one runs as before."""
+    record = json.loads(PIVOT.read_text())
+    del record["replay"]["policy"]
+    for i in range(3):
+        (tmp_path / f"{i}.json").write_text(json.dumps(record | {"id": f"run-{i}"}))
+    code, out, err = _run(run_cli, ["blame", str(tmp_path), *FAST, "--no-store"])
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "car: error: none of the 3 traces names a policy: pass the model that recorded them "
+        "(--policy openai:MODEL or anthropic:MODEL, with --base-url for a local server), or "
+        "--policy sim:NAME, path/to/policy.py@name, or an installed plugin"
+    ]
+    code, _, err = _run(run_cli, ["blame", str(tmp_path), *FAST, "--no-store", "--policy", "sim:pivot"])
+    assert code == 0 and "3 traces: 3 ok" in err
+    shutil.copy(PIVOT, tmp_path / "3.json")
+    code, out, err = _run(run_cli, ["blame", str(tmp_path), *FAST, "--no-store"])
+    assert code == 2 and "names no policy" in out and "estimate: 4 traces" in err
