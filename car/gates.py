@@ -92,14 +92,15 @@ class Gates:
             blamed = ([report.locus] if report.locus is not None else []) + [
                 s for s in shared_credit(report) if s != report.locus
             ]
-            by_shapley = not blamed and report.shapley is not None
-            if report.shapley is not None and by_shapley:
+            role = "shares the credit"
+            if not blamed and report.shapley is not None:
                 # No locus and no shared drops: the steps of the players Shapley alone credits,
                 # whom the summary shows (`blamed` or `shared`) and the GitHub warning names.
                 from car.shapley import credited_players
 
                 players = credited_players(report.shapley.players)
                 blamed = sorted({s for p in players for s in p.steps})
+                role = "carries Shapley credit"
             for step in blamed:
                 actor = report.steps[step].actor
                 hit = next(
@@ -107,14 +108,8 @@ class Gates:
                     None,
                 )
                 if hit is not None:
-                    role = (
-                        "is the locus"
-                        if step == report.locus
-                        else "carries Shapley credit"
-                        if by_shapley
-                        else "shares the credit"
-                    )
-                    tripped.append(f"step {step} ({actor}) {role} (--fail-on-blame {hit})")
+                    said = "is the locus" if step == report.locus else role
+                    tripped.append(f"step {step} ({actor}) {said} (--fail-on-blame {hit})")
         return tripped
 
 

@@ -100,10 +100,10 @@ def _credited(r: Report) -> list[ShapleyPlayer]:
     return credited_players(r.shapley.players) if r.shapley is not None else []
 
 
-def _by_players(r: Report) -> bool:
-    """Whether Shapley shared the credit over agents or groups: then the report shares it among
-    those players, not among steps."""
-    return r.shapley is not None and r.shapley.players_kind != "steps" and bool(_credited(r))
+def _by_players(r: Report, credited: list[ShapleyPlayer]) -> bool:
+    """Whether Shapley shared the credit (`credited`, its players that carry some) over agents or
+    groups: then the report shares it among those players, not among steps."""
+    return r.shapley is not None and r.shapley.players_kind != "steps" and bool(credited)
 
 
 def credit_text(r: Report) -> str:
@@ -112,7 +112,7 @@ def credit_text(r: Report) -> str:
     credited = _credited(r)
     shares = [f"{p.id} {p.share:.0%}" for p in credited[:3] if p.share is not None]
     split = "Shapley: " + ", ".join(shares) + (", ..." if len(credited) > 3 else "")
-    by_players = _by_players(r)
+    by_players = _by_players(r, credited)
     if r.locus is not None:
         extra = [s for s in shared if s != r.locus]
         base = f"step {r.locus} ({r.locus_actor})"
@@ -149,12 +149,12 @@ def _outcome(res: TraceResult) -> str:
         return "-"
     if r is None or _failed(res):
         return "error"
-    if _by_players(r):
-        return "shared" if len(_credited(r)) >= 2 else "blamed"
+    credited = _credited(r)
+    if _by_players(r, credited):
+        return "shared" if len(credited) >= 2 else "blamed"
     if r.locus is None:
         if shared_credit(r):
             return "shared"
-        credited = _credited(r)
         return "abstained" if not credited else ("shared" if len(credited) >= 2 else "blamed")
     return "shared" if shared_credit(r) else "blamed"
 
