@@ -20,7 +20,6 @@ imports or runs code named in it.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib.util
 import inspect
@@ -262,11 +261,30 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
         )
     _check_async(kind, spec, component, (method, "restore") if kind == "env" else (method,))
     if not getattr(component, "spec", None):
-        with contextlib.suppress(AttributeError):
-            component.spec = spec
+        component = _with(component, spec=spec)
     if kind == "scorer" and not hasattr(component, "deterministic"):
-        with contextlib.suppress(AttributeError):
-            component.deterministic = False  # unknown: estimate the factual arm by replay
+        component = _with(component, deterministic=False)  # unknown: estimate the factual arm by replay
+    return component
+
+
+class _Labelled:
+    """A plugin object seen with attributes that it would not take itself (frozen, a read-only
+    property, `__slots__`): they are the view's own, everything else is the object's."""
+
+    def __init__(self, inner: object, attrs: dict[str, object]) -> None:
+        self.__dict__.update(attrs, _inner=inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_inner"], name)
+
+
+def _with(component: Any, **attrs: object) -> Any:
+    """`component` with `attrs` set on it, or a view of it that has them if it refuses them."""
+    try:
+        for name, value in attrs.items():
+            setattr(component, name, value)
+    except (AttributeError, TypeError):
+        return _Labelled(component, attrs)
     return component
 
 
@@ -334,9 +352,7 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
         # The file's code decides the rollouts, and the store keys them by this spec (with the
         # file's hash): a spec the object gives itself need not name the file, so this one replaces
         # it (and the report's reproduce line runs the same file).
-        with contextlib.suppress(AttributeError):
-            component.spec = spec
-        return component
+        return _with(component, spec=spec)
     raise SpecError(f"unknown {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec)}")
 
 

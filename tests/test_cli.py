@@ -167,6 +167,37 @@ def test_file_scorer_from_the_scorers_folder(run_cli) -> None:  # type: ignore[n
     assert doc["specs"]["scorer"].endswith("refund.py@refund_outside_window")
 
 
+SLOTTED_SCORER = """
+class Refunded:
+    __slots__ = ()  # takes no attribute of car's: neither its spec nor `deterministic`
+
+    async def score(self, trajectory, key):
+        calls = [c.name for t in trajectory.turns for c in t.action.tool_calls]
+        return float("issue_refund" in calls)
+
+scorer = Refunded()
+"""
+
+
+def test_a_file_scorer_that_takes_no_attributes_is_named_by_its_spec(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An object with `__slots__` refused `spec` and `deterministic`: the run failed on the missing
+    attribute, and the report could not name the file that scored it."""
+    plugin = tmp_path / "slotted.py"
+    plugin.write_text(SLOTTED_SCORER)
+    r = run_cli(
+        "blame",
+        TRACES / "support-refund.json",
+        "--scorer",
+        f"{plugin}@scorer",
+        "--samples",
+        "4",
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["specs"]["scorer"] == f"{plugin}@scorer"
+
+
 def test_backend_failures_exit_3_and_keep_the_report(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     policy = tmp_path / "down.py"
     policy.write_text(

@@ -382,17 +382,24 @@ def policy(trace):
 """
 
 
-def test_an_edited_plugin_file_is_not_served_its_old_rollouts(tmp_path: Path) -> None:
+# The same with `__slots__`, which leaves no room for a spec of car's.
+FIXED_NAME_POLICY = NAMED_POLICY.replace("class Named:\n", 'class Named:\n    __slots__ = ("inner",)\n')
+assert FIXED_NAME_POLICY != NAMED_POLICY
+
+
+@pytest.mark.parametrize("source", [NAMED_POLICY, FIXED_NAME_POLICY], ids=["named", "slotted"])
+def test_an_edited_plugin_file_is_not_served_its_old_rollouts(tmp_path: Path, source: str) -> None:
     """A file's object that names itself (`spec = "my-policy"`) was keyed by that name alone: after an
-    edit the store served the old code's rollouts (and another file of that name would share them)."""
-    plugin = tmp_path / "named.py"
-    plugin.write_text(NAMED_POLICY)
+    edit the store served the old code's rollouts (and another file of that name would share them).
+    One that cannot take the loading spec (`__slots__` without it) was keyed by its own name too."""
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(source)
     spec = f"{plugin}@policy"
     options = BatchOptions(policy=spec, samples=4, match_samples=0, method="contrastive")
     with RolloutStore(tmp_path / "store.sqlite") as store:
         [first] = blame_many([str(TRACES / "pivot.json")], options=options, store=store)
         assert first.report is not None and first.report.specs.policy == spec
-        plugin.write_text(NAMED_POLICY + "# edited\n")
+        plugin.write_text(source + "# edited\n")
         [again] = blame_many([str(TRACES / "pivot.json")], options=options, store=store)
         assert (again.stored_rollouts, again.fresh_rollouts) == (0, first.fresh_rollouts)
 
