@@ -4,7 +4,9 @@ Rules (`--method auto`, the default): run Shapley when (a) the contrastive estim
 (b) two or more steps carry significant adjacent drops (credit looks shared). `--method shapley`
 always runs it (c); `--method contrastive` never does. The report says which rule fired. Shapley is
 never run when there is nothing to attribute (the record did not fail, cannot be scored, or the
-replay never reproduces it).
+replay never reproduces it). Under `auto` it is not run either when the players hold every decision
+step and re-deciding from the first of them removes significantly less than `min_effect` of the
+failure: that arm measured v(N) - v(empty), all the credit there is to share.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Literal
 
 from car.errors import BudgetError, option_name
 from car.replay import Replay
-from car.report import NEVER_REPRODUCES, Budget, Report, listed
+from car.report import NEVER_REPRODUCES, Budget, Report, listed, percent
 from car.runner import Grant
 from car.shapley import (
     Player,
@@ -96,6 +98,25 @@ def precheck(
     return kind, parsed
 
 
+def _no_credit_to_share(report: Report, players: Sequence[Player]) -> str | None:
+    """Why no player can carry credit worth reporting (None: some may).
+
+    With players that hold every decision step, the Shapley values add up to v(N) - v(empty), the
+    effect of re-deciding from the first decision step, which the contrastive arm already measured.
+    """
+    decisions = [s.index for s in report.steps if s.decision]
+    held = {k for p in players for k in p.steps}
+    if not decisions or held != set(decisions):
+        return None
+    effect = report.steps[decisions[0]].effect
+    if effect is None or effect.high is None or effect.high >= report.min_effect:
+        return None
+    return (
+        f"re-deciding from step {decisions[0]}, which re-decides every player, removes at most "
+        f"{effect.high:.1%} of the failure, below the {percent(report.min_effect)} minimum effect"
+    )
+
+
 async def shapley_into_report(
     report: Report,
     replay: Replay,
@@ -134,6 +155,11 @@ async def shapley_into_report(
                 f"{option_name('method', 'shapley')} runs it anyway"
             )
         return report
+    if method == "auto":
+        why_not = _no_credit_to_share(report, players)
+        if why_not is not None:
+            report.notes.append(f"Shapley ({reason}) not run: {why_not}")
+            return report
     if grant is not None and method == "auto":
         wanted_calls = budget_calls or calls_estimate(budget, len(replay.trace.decision_steps))
         got, got_calls = await grant(

@@ -229,3 +229,53 @@ def test_shapley_options_unused_under_auto_are_said_so(capsys: pytest.CaptureFix
     notes = car.blame(str(TRACES / "pivot.json"), target_width=0.1).notes
     assert any("so target_width=0.1 was not used; method=shapley runs" in n for n in notes)
     assert not any(n.startswith("Shapley") for n in car.blame(str(TRACES / "pivot.json")).notes)
+
+
+class _AlwaysFails:
+    """A scorer no re-decision can satisfy: every rollout fails."""
+
+    spec = "always-fails"
+    deterministic = True
+
+    async def score(self, trajectory: object, key: object) -> float:
+        return 1.0
+
+
+def test_auto_skips_shapley_when_no_re_decision_avoids_the_failure() -> None:
+    # Re-deciding from step 0 re-decides every player: that arm measured v(N) - v(empty), all the
+    # credit Shapley could share, and its upper end is below the minimum effect.
+    report = car.blame(str(TRACES / "pivot.json"), scorer=_AlwaysFails())
+    assert report.locus is None and report.shapley is None and report.method == "contrastive"
+    assert report.notes[-1] == (
+        "Shapley (the contrastive estimator abstained) not run: re-deciding from step 0, which "
+        "re-decides every player, removes at most 8.9% of the failure, below the 10% minimum effect"
+    )
+    assert report.budget.rollouts < 100
+    # Agents that hold every decision step are the same game.
+    assert car.blame(str(TRACES / "pivot.json"), scorer=_AlwaysFails(), players="agents").shapley is None
+
+
+@pytest.mark.parametrize(("method", "players"), [("shapley", "steps"), ("auto", "0;1")])
+def test_shapley_still_runs_when_asked_or_when_players_leave_steps_out(
+    method: str, players: str
+) -> None:
+    # Explicitly asked for, Shapley runs; players that leave step 2 out play another game, whose
+    # v(N) the contrastive arms did not measure.
+    report = car.blame(
+        str(TRACES / "pivot.json"),
+        scorer=_AlwaysFails(),
+        method=method,
+        players=players,  # type: ignore[arg-type]
+    )
+    assert report.shapley is not None and report.method == "shapley"
+
+
+def test_a_noisy_scorer_skips_shapley_only_when_the_interval_rules_credit_out() -> None:
+    class NoisyAlwaysFails(_AlwaysFails):
+        deterministic = False  # the factual arm is sampled too: the effect's interval is wider
+
+    trace = str(TRACES / "pivot.json")
+    wide = car.blame(trace, scorer=NoisyAlwaysFails())
+    assert wide.steps[0].effect is not None and wide.steps[0].effect.high is not None
+    assert wide.steps[0].effect.high >= 0.1 and wide.shapley is not None
+    assert car.blame(trace, scorer=NoisyAlwaysFails(), min_effect=0.2).shapley is None
