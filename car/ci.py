@@ -446,6 +446,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
 
     write_failed = store is not None and store.unwritable is not None
     kept_in: list[Path | None] = []  # where the outputs went (None: stdout), for an interrupted run
+    unwritten: list[Path] = []  # the files an interrupted run of one trace had nothing for
     for fmt, path in outputs:
         if path is not None and path in stream_failed:
             text = render_output(fmt, results, batch=batch)
@@ -467,6 +468,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             and fmt in (OutputFormat.table, OutputFormat.json, OutputFormat.html)
             and (not results or results[0].report is None)
         ):
+            if path is not None and resume is not None:
+                unwritten.append(path)
             continue  # one trace and no report: the error line on stderr says it all
         if fmt is OutputFormat.table and path is None and print_table(results, out, batch=batch):
             continue
@@ -492,7 +495,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             if resume is None:
                 say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
     if resume is not None:
-        raise Interrupted(_interrupted_line(results, kept_in, resume))
+        raise Interrupted(_interrupted_line(results, kept_in, resume, unwritten))
     if len(results) < len(planned):
         left = len(planned) - len(results)
         say(f"stopped early (--fail-fast): {left} trace{'s' if left != 1 else ''} not attributed")
@@ -580,9 +583,18 @@ def _resume(store: RolloutStore | None, no_store: bool) -> str:
 
 
 def _interrupted_line(
-    results: Sequence[TraceResult], kept_in: Sequence[Path | None], resume: str
+    results: Sequence[TraceResult],
+    kept_in: Sequence[Path | None],
+    resume: str,
+    unwritten: Sequence[Path] = (),
 ) -> str:
-    """After "car: interrupted; ": where the finished traces' reports went, and `resume`."""
+    """After "car: interrupted; ": where the finished traces' reports went (or that the one trace's
+    files got nothing), and `resume`."""
+    if unwritten:
+        nothing = f"nothing was written to {listed([str(p) for p in dict.fromkeys(unwritten)])}"
+        resume = (
+            f"{nothing}; {resume}" if kept_in else f"the trace did not finish, so {nothing}; {resume}"
+        )
     if not kept_in:
         return resume
     files = [str(path) for path in dict.fromkeys(kept_in) if path is not None]

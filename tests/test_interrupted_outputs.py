@@ -130,7 +130,7 @@ def test_without_a_store_the_line_says_a_rerun_starts_over(tmp_path: Path) -> No
 @pytest.mark.parametrize("store", ["--store", "--no-store"])
 def test_an_interrupted_trace_says_whether_a_rerun_resumes(tmp_path: Path, store: str) -> None:
     """`car: interrupted` said neither that --no-store had lost the rollouts nor that a rerun
-    resumes from the store."""
+    resumes from the store, nor that the requested out.json got nothing."""
     (tmp_path / "stuck.py").write_text(STUCK_POLICY)
     shutil.copy(TRACES / "support-refund.json", tmp_path / "refund.json")
     kept = ["--store", "s.sqlite"] if store == "--store" else ["--no-store"]
@@ -144,8 +144,11 @@ def test_an_interrupted_trace_says_whether_a_rerun_resumes(tmp_path: Path, store
         resume = f"rerun the same command to resume from s.sqlite ({stored} {what} stored)"
     else:
         resume = "nothing was stored (--no-store): a rerun starts over"
-    assert err[1:] == [f"car: interrupted; {resume}"]
-    assert not (tmp_path / "out.json").exists()  # one trace, no report: nothing to write
+    # One trace, no report: nothing to write, and the line says so (it named no output at all).
+    assert err[1:] == [
+        f"car: interrupted; the trace did not finish, so nothing was written to out.json; {resume}"
+    ]
+    assert not (tmp_path / "out.json").exists()
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
