@@ -6,7 +6,8 @@ always runs it (c); `--method contrastive` never does. The report says which rul
 never run when there is nothing to attribute (the record did not fail, cannot be scored, or the
 replay never reproduces it). Under `auto` it is not run either when the players hold every decision
 step and re-deciding from the first of them removes significantly less than `min_effect` of the
-failure: that arm measured v(N) - v(empty), all the credit there is to share.
+failure: that arm measured v(N) - v(empty), the sum of the values (a value can exceed it only where
+credits cancel, which `--method shapley` measures).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def precheck(
 
 
 def _no_credit_to_share(report: Report, players: Sequence[Player]) -> str | None:
-    """Why no player can carry credit worth reporting (None: some may).
+    """Why the credit Shapley would share adds up to too little to run it (None: it may not).
 
     With players that hold every decision step, the Shapley values add up to v(N) - v(empty), the
     effect of re-deciding from the first decision step, which the contrastive arm already measured.
@@ -111,9 +112,13 @@ def _no_credit_to_share(report: Report, players: Sequence[Player]) -> str | None
     effect = report.steps[decisions[0]].effect
     if effect is None or effect.high is None or effect.high >= report.min_effect:
         return None
+    digits = 1  # enough that the bound does not print as the minimum it is below
+    while digits < 4 and round(effect.high * 100, digits) >= report.min_effect * 100:
+        digits += 1
     return (
         f"re-deciding from step {decisions[0]}, which re-decides every player, removes at most "
-        f"{effect.high:.1%} of the failure, below the {percent(report.min_effect)} minimum effect"
+        f"{effect.high:.{digits}%} of the failure, below the {percent(report.min_effect)} minimum "
+        "effect"
     )
 
 

@@ -279,3 +279,10 @@ def test_a_noisy_scorer_skips_shapley_only_when_the_interval_rules_credit_out() 
     assert wide.steps[0].effect is not None and wide.steps[0].effect.high is not None
     assert wide.steps[0].effect.high >= 0.1 and wide.shapley is not None
     assert car.blame(trace, scorer=NoisyAlwaysFails(), min_effect=0.2).shapley is None
+
+
+def test_the_skip_note_never_prints_the_bound_as_the_minimum_it_is_below() -> None:
+    # At 36 samples re-deciding from step 0 removes at most 7.98%: to one decimal that read "8.0% of
+    # the failure, below the 8% minimum effect".
+    report = car.blame(str(TRACES / "pivot.json"), scorer=_AlwaysFails(), samples=36, min_effect=0.08)
+    assert report.notes[-1].endswith("removes at most 7.98% of the failure, below the 8% minimum effect")
