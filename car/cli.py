@@ -644,12 +644,14 @@ def cache_info(
     path = store or default_store_path()
     with RolloutStore(path, create=False, ways=CACHE_WAYS) as st:
         info = st.info()
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(info.by_kind.items())) or "none"
-    stored = "rollout or draw" if info.rollouts == 1 else "rollouts and draws"
-    print(
-        f"{info.path}: {info.rollouts} stored {stored} ({kinds}) over {info.holds()}; "
-        f"{info.bytes / 1e6:.1f} MB"
-    )
+    kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(info.by_kind.items())) or "none"
+    size = f"{info.bytes / 1e6:.1f} MB"
+    print(f"{info.path}: {_rows(info.rollouts)} stored ({kinds}) over {info.holds()}; {size}")
+
+
+def _rows(n: int) -> str:
+    """A count of a store's rows: every rollout and match draw is one."""
+    return f"{n:,} {'rollout or draw' if n == 1 else 'rollouts and draws'}"
 
 
 @cache_app.command("clear", cls=_Command)
@@ -683,17 +685,13 @@ def merge(
             for shard in shards:
                 added, present = target.merge_from(shard)
                 print(
-                    f"{shard.path}: {added} rollout{'s' if added != 1 else ''} added, "
-                    f"{present} already present",
-                    file=sys.stderr,
+                    f"{shard.path}: {_rows(added)} added, {present:,} already present", file=sys.stderr
                 )
             info = target.info()
     finally:
         for shard in shards:
             shard.close()
-    print(
-        f"{into}: {info.rollouts} stored rollout{'s' if info.rollouts != 1 else ''} over {info.holds()}"
-    )
+    print(f"{into}: {_rows(info.rollouts)} stored over {info.holds()}")
 
 
 @app.command(
@@ -933,6 +931,14 @@ def _format_flag(message: str, ctx: Any) -> str:
     return f"No such option: --{said[1]}. Did you mean '--format {said[1]}'?"
 
 
+def _merge_output(message: str, ctx: Any) -> str:
+    """`car merge -o OUT A B`: the store merged into is the first argument, not an option."""
+    said = re.match(r"No such option: (-o|--output)\b", message)
+    if said is None or ctx is None or ctx.command.name != "merge":
+        return message
+    return f"No such option: {said[1]}. The store to merge into comes first: car merge INTO SHARD..."
+
+
 def _command_path(args: list[str]) -> str:
     """`car blame`, `car cache info`: the command the arguments name, for an error click raised
     without its context (an option's missing value)."""
@@ -966,7 +972,7 @@ def _run(args: list[str]) -> None:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see '{ctx.command_path if ctx is not None else _command_path(args)} --help')"
         message = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
-        message = _format_flag(message, ctx)
+        message = _merge_output(_format_flag(message, ctx), ctx)
         _fail(CarError(f"{message}{_choice_hint(message)}{hint}"), 2)
     except _ClickException as exc:
         _fail(CarError(exc.format_message()), 2)  # type: ignore[attr-defined]

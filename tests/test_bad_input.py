@@ -254,6 +254,12 @@ def test_bad_options_give_one_line_and_exit_2(run_cli, option: str, value: str, 
             "Option '--store' requires an argument. (see 'car cache info --help')",
         ),
         (["--bogus"], "No such option: --bogus (see 'car --help')"),
+        # the store merged into is an argument: click named no way to say it
+        (
+            ["merge", "a.sqlite", "b.sqlite", "-o", "m.sqlite"],
+            "No such option: -o. The store to merge into comes first: car merge INTO SHARD... "
+            "(see 'car merge --help')",
+        ),
     ],
 )
 def test_a_usage_error_points_at_the_help_of_its_command(  # type: ignore[no-untyped-def]

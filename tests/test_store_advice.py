@@ -196,3 +196,20 @@ def test_merge_names_a_damaged_or_empty_shard_as_the_other_commands_do(
         f"car: error: {empty} (merging into {into}): an empty file, not a car store; {hint}\n"
     )
     assert empty.stat().st_size == 0 and not into.exists()
+
+
+def test_merge_and_cache_info_count_the_same_rows_in_the_same_words(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """A store's rows are rollouts and match draws: `car merge` called them all rollouts."""
+    shard = tmp_path / "s1.sqlite"
+    with RolloutStore(shard) as store:
+        for i in range(1200):
+            store.put("ns", f"k{i}", "h", "match" if i % 2 else "run", {"v": i})
+    into = tmp_path / "all.sqlite"
+    merged = run_cli("merge", into, shard)
+    assert merged.code == 0, merged.err
+    assert merged.err == f"{shard}: 1,200 rollouts and draws added, 0 already present\n"
+    assert merged.out == f"{into}: 1,200 rollouts and draws stored over 1 trace; 0 reports\n"
+    info = run_cli("cache", "info", "--store", into)
+    assert info.out.startswith(f"{into}: 1,200 rollouts and draws stored (600 match, 600 run) over")
