@@ -275,6 +275,8 @@ class _Labelled:
         self.__dict__.update(attrs, _inner=inner)
 
     def __getattr__(self, name: str) -> Any:
+        if "_inner" not in self.__dict__:  # being copied or unpickled: not set up yet
+            raise AttributeError(name)
         return getattr(self.__dict__["_inner"], name)
 
 

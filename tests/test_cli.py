@@ -322,3 +322,17 @@ def test_sigterm_while_the_command_line_is_imported_is_one_line() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stderr) == (143, "car: terminated\n")
+
+
+def test_the_view_of_a_slotted_file_scorer_copies_like_the_object(tmp_path: Path) -> None:
+    """The view's attribute lookup reached for the object it wraps before a copy had set it up."""
+    import copy
+
+    from car.specs import make_scorer
+    from car.trace import load_trace
+
+    plugin = tmp_path / "slotted.py"
+    plugin.write_text(SLOTTED_SCORER)
+    scorer = make_scorer(f"{plugin}@scorer", load_trace(TRACES / "support-refund.json"))
+    twin = copy.copy(scorer)
+    assert (twin.spec, twin.deterministic, twin.score) == (scorer.spec, False, scorer.score)
