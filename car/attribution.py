@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Progress", "blame", "blame_async", "nothing_to_attribute", "run_blocking"]
 
-# (phase, done, total), counted within the phase: "contrastive" (the arms' rollouts), "match draws",
+# (phase, done, total), counted within the phase: "match draws", "contrastive" (the arms' rollouts),
+# "record" (in their place, the record re-scored by a noisy scorer when the match draws refused),
 # "shapley" (total: its budget) or "adaptive" (total: its budget); each phase says (phase, 0, total)
 # as it starts.
 Progress = Callable[[str, int, int], None]
@@ -296,15 +297,24 @@ async def blame_async(
         # score it) there is nothing to attribute, and no rollout or match draw is run to find that
         # out (nor a phase announced). A noisy scorer's factual arm runs in the rows, so it is known
         # only after them.
+        unreproduced = False
         if not (exact and (math.isnan(record[0]) or record[0] == 0)):
-            tick = phase("contrastive", len(record) + samples * len(row_arms))
-            if exact:
-                tick()  # the record, scored
-            rollouts = (rows.row(row_arms, r, tick) for r in range(samples))
-            observed = await gather_all(rollouts, concurrency)
+            # The match draws first, at one policy call each: when they alone show that the policy
+            # is not the recording agent, no step's rollouts are worth their calls (a noisy
+            # scorer's factual arm still runs, calling no policy, to say whether the record failed).
             matches = await match_draws(
                 replay, match_samples, concurrency, phase("match draws", m * match_samples)
             )
+            unreproduced = never_reproduced(matches, level)
+            arms_run = rows.arms(()) if unreproduced else row_arms
+            if arms_run:
+                tick = phase(
+                    "record" if unreproduced else "contrastive", len(record) + samples * len(arms_run)
+                )
+                if exact:
+                    tick()  # the record, scored
+                rollouts = (rows.row(arms_run, r, tick) for r in range(samples))
+                observed = await gather_all(rollouts, concurrency)
         arms, factual = rows.matrix([row for row, _ in observed], record)
         report = _report(
             trace,
@@ -322,6 +332,11 @@ async def blame_async(
             max_error_rate=max_error_rate,
             seen=rows.seen,
         )
+        if unreproduced and report.abstained_reason == NEVER_REPRODUCES:
+            at = next(i for i, n in enumerate(report.notes) if n.startswith("the policy never"))
+            report.notes.insert(
+                at + 1, "no step's rollouts were run: the match draws alone decided that"
+            )
         report = await shapley_into_report(
             report,
             replay,
@@ -414,13 +429,30 @@ async def _settle(comps: _Components) -> list[str]:
     return notes
 
 
+def _never_upper(draws: int, level: float) -> float:
+    """The upper end of the action-match rate's interval when none of `draws` took the record's."""
+    return float(1 - ((1 - level) / 2) ** (1 / draws))
+
+
+def never_reproduced(matches: np.ndarray | None, level: float) -> bool:
+    """The match draws alone show that the policy is not the recording agent: none took its
+    recorded action, and so many were drawn that its rate is below `NEVER_RATE`. Refusing on them
+    before any rollout keeps the level of the rule that also counts the rollouts' draws: that rule
+    refuses only where these draws took none as well."""
+    if matches is None:
+        return False
+    drawn = int((~np.isnan(matches)).sum())
+    return drawn > 0 and np.nansum(matches) == 0 and _never_upper(drawn, level) < NEVER_RATE
+
+
 async def match_draws(
     replay: Replay, match_samples: int, concurrency: int, tick: Callable[[], None]
 ) -> np.ndarray | None:
     """Draw `match_samples` actions at each decision's recorded context: 1.0 where the draw's
     signature equals the recorded action's, 0.0 where not, NaN where the draw failed (it is left
-    out, counted in `match_errors`, and the first failure is kept as the run's first error when it
-    has none). None when not measured (no draws, or every draw failed)."""
+    out, counted in `match_errors`, and the first failure is kept as `first_match_error`: the
+    report's first error where no rollout erred). None when not measured (no draws, or every draw
+    failed)."""
     trace = replay.trace
     decisions = trace.decision_steps
     if match_samples == 0:
@@ -430,14 +462,16 @@ async def match_draws(
     async def draw(k: int, j: int) -> float:
         try:
             action = await replay.sample_recorded(decisions[k], j)
+            hit = float(action.signature() == recorded[k])
         except Exception as exc:  # one failed draw costs that draw only
             replay.counters.match_errors += 1
-            if replay.counters.first_error is None:
-                replay.counters.first_error = f"match draw at step {decisions[k]}: {describe_error(exc)}"
-            return math.nan
-        finally:
-            tick()
-        return float(action.signature() == recorded[k])
+            if replay.counters.first_match_error is None:
+                replay.counters.first_match_error = (
+                    f"match draw at step {decisions[k]}: {describe_error(exc)}"
+                )
+            hit = math.nan
+        tick()  # not when cancelled: a draw stopped by an interrupt is not done
+        return hit
 
     draws = (draw(k, j) for k in range(len(decisions)) for j in range(match_samples))
     matches = np.array(await gather_all(draws, concurrency)).reshape(len(decisions), match_samples)
@@ -584,16 +618,6 @@ def _report(
     fact_ok = factual[~np.isnan(factual)]
     result: ContrastiveResult | None = None
     abstain = record_refusal(comps.scorer, [float(v) for v in factual], c.first_error)
-    if abstain is None and precomputed is not None:  # e.g. adaptive sampling's anytime-valid result
-        result = precomputed
-    elif abstain is None:
-        result = estimate_contrastive(
-            arms,
-            factual,
-            factual_exact=comps.scorer.deterministic,
-            level=level,
-            min_effect=min_effect,
-        )
 
     match_by_pos: list[Estimate | None] = [None] * len(decisions)
     never: list[int] = []
@@ -617,7 +641,9 @@ def _report(
             were = "was" if failed == 1 else "were"
             # With no errored rollout (whose note names the run's first error) the first error is
             # a match draw's, and this note is the only place the table and markdown can show it.
-            first = f"first: {c.first_error}" if not c.errors else "the first error is in the report"
+            first = (
+                f"first: {c.first_match_error}" if not c.errors else "the first error is in the report"
+            )
             notes.append(
                 f"{failed} of {many(matches.size, 'match draw')} failed and {were} left out of the "
                 f"action-match rate ({first})"
@@ -626,16 +652,14 @@ def _report(
             # No draw took any recorded action. A wrong policy does that, but so does the recording
             # agent when its recorded actions were rare (a one-step trace of a 10% slip, 40 draws:
             # 1.5% of the time): refuse only when the draws show its rate is below NEVER_RATE.
-            upper = 1 - ((1 - level) / 2) ** (1 / draws)
+            upper = _never_upper(draws, level)
             if upper < NEVER_RATE:
                 notes.append(
                     f"the policy never reproduced any recorded action in {draws} draws at the "
                     f"recorded contexts (its rate is below {upper:.1%}): it is probably not the "
                     "agent that recorded this trace (another model or prompt)"
                 )
-                if result is not None:
-                    abstain = NEVER_REPRODUCES
-                    result = None
+                abstain = abstain or NEVER_REPRODUCES
             else:
                 notes.append(
                     f"the policy reproduced no recorded action in {draws} draws at the recorded "
@@ -647,6 +671,17 @@ def _report(
                 f"step{'s' if len(never) > 1 else ''} {_join(never)} never reproduced the "
                 "recorded action"
             )
+
+    if abstain is None and precomputed is not None:  # e.g. adaptive sampling's anytime-valid result
+        result = precomputed
+    elif abstain is None:
+        result = estimate_contrastive(
+            arms,
+            factual,
+            factual_exact=comps.scorer.deterministic,
+            level=level,
+            min_effect=min_effect,
+        )
 
     steps: list[StepReport] = []
     pos_of = {d: k for k, d in enumerate(decisions)}
@@ -739,7 +774,7 @@ def _report(
         match_rate=overall,
         never_reproduced=never,
         divergence_rate=(c.diverged / c.rollouts) if c.rollouts else 0.0,
-        first_error=c.first_error,
+        first_error=c.first_error or c.first_match_error,
         notes=notes,
         budget=Budget(
             rollouts=c.rollouts,

@@ -157,6 +157,7 @@ class HeartbeatProgress:
 _PHASES = {
     "contrastive": ("contrastive arms", "rollouts", False),
     "match draws": ("match draws", "draws", False),
+    "record": ("the record, re-scored", "rollouts", False),
     "shapley": ("Shapley", "rollouts", True),
     "adaptive": ("adaptive sampling", "rollouts", True),
 }

@@ -183,7 +183,8 @@ class Counters:
     unscorable: int = 0
     diverged: int = 0
     match_errors: int = 0  # match draws that failed (left out of the action-match rate)
-    first_error: str | None = None
+    first_error: str | None = None  # a rollout's
+    first_match_error: str | None = None  # a match draw's
 
     def erred_beyond(self, max_error_rate: float) -> bool:
         """Whether more than `max_error_rate` of the rollouts errored: the run is a backend failure."""

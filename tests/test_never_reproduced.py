@@ -127,3 +127,35 @@ def test_the_page_of_a_refusal_says_why() -> None:
     page = render_html(some)
     assert "Never reproduced:</b> the policy never drew the recorded action at step(s) 2." in page
     assert "step 2 never reproduced the recorded action" not in page
+
+
+def test_match_draws_that_decide_the_refusal_alone_spare_every_rollout() -> None:
+    """Ten steps: 80 match draws, none the record's, already put the rate below 4.6%. The draws ran
+    after every step's rollouts (321 rollouts, 1,840 policy calls); now they run first, and the
+    rollouts are not run. Eight steps (64 draws, a rate up to 5.6% fits) still need the rollouts'."""
+    early = _blame(0.0, 10, 0)
+    assert early.abstained_reason == NEVER_REPRODUCES
+    assert (early.budget.rollouts, early.budget.policy_calls) == (1, 80)  # the record, scored
+    at = next(i for i, n in enumerate(early.notes) if "any recorded action in 80 draws" in n)
+    assert early.notes[at + 1] == "no step's rollouts were run: the match draws alone decided that"
+    late = _blame(0.0, 8, 0)
+    assert late.abstained_reason == NEVER_REPRODUCES and late.budget.policy_calls > 64
+    assert not any("no step's rollouts" in n for n in late.notes)
+
+
+def test_a_noisy_scorer_still_scores_the_record_when_the_draws_refuse() -> None:
+    """With a noisy scorer the record's value comes from the factual arm's runs: they call no policy,
+    so they still run, and the report says how often the record fails."""
+    model = Slip(params={"p": 0.0, "n": 10})
+    noisy = SimScorer(model, "sim:slip")
+    noisy.deterministic = False
+    report = car.blame(
+        Slip(params={"p": 0.1, "n": 10}).recorded_trace(),
+        policy=SimPolicy(model, "sim:slip"),
+        env=SimEnvironment(model, "sim:slip"),
+        scorer=noisy,
+        samples=32,
+        method="contrastive",
+    )
+    assert report.abstained_reason == NEVER_REPRODUCES
+    assert report.budget.policy_calls == 80 and report.factual.n == 32

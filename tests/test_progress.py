@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from car.batch import BatchOptions, blame_many
@@ -131,8 +132,8 @@ def test_one_trace_in_a_log_says_each_phase_as_it_starts_and_each_quarter_of_it(
     argv = [sys.executable, "-m", "car", "blame", trace, "--budget", "400", "--no-store"]
     run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=True)
     phases = [
-        ("contrastive arms", "161 rollouts planned", "161 rollouts"),
         ("match draws", "40 draws planned", "40 draws"),
+        ("contrastive arms", "161 rollouts planned", "161 rollouts"),
         ("Shapley", "up to 400 rollouts", "400 rollouts"),
     ]
     assert run.stderr.splitlines() == [
@@ -203,3 +204,39 @@ def test_what_a_ray_task_relays_prints_the_lines_every_report_prints() -> None:
         assert actor.calls <= 2 * 101
     assert relayed.getvalue() == every.getvalue()
     assert "409.json: match draws: 75% of 409 draws done" in every.getvalue()
+
+
+def test_match_draws_an_interrupt_cancels_are_not_counted_as_done() -> None:
+    """A draw cancelled while its policy call waited ticked the phase's progress on its way out, so
+    a log said `match draws: 25% of 32 draws done` after Ctrl-C, of draws that never answered."""
+    import asyncio
+
+    from car.attribution import match_draws, prepare
+
+    class Stuck:
+        spec = "stuck"
+        waiting = 0
+
+        async def act(self, decision: object, key: object) -> object:
+            self.waiting += 1
+            await asyncio.Event().wait()
+
+    async def cancelled() -> int:
+        ticks = 0
+        policy = Stuck()
+
+        def tick() -> None:
+            nonlocal ticks
+            ticks += 1
+
+        trace = TRACES / "support-refund.json"
+        *_, replay = prepare(trace, policy, "sim:support-refund", "sim:support-refund", seed=0)  # type: ignore[arg-type]
+        drawing = asyncio.ensure_future(match_draws(replay, 8, 8, tick))
+        while policy.waiting < 8:  # as many draws as may run at once, each waiting on its call
+            await asyncio.sleep(0)
+        drawing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await drawing
+        return ticks
+
+    assert asyncio.run(cancelled()) == 0
