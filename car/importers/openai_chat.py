@@ -340,8 +340,9 @@ def choices_skipped(b: Builder, held: str, n: int, where: str) -> None:
 
 def _response_messages(req: dict[str, Any], at: At, b: Builder) -> list[tuple[At, dict[str, Any]]]:
     """The assistant message of an appended response (`choices[0].message`) and where it sits, if
-    there is one. The other choices of a response sampled with n > 1 are alternatives the run did
-    not go on with: a warning says they were not imported."""
+    there is one; a first choice without a message object is refused at its place. The other
+    choices of a response sampled with n > 1 are alternatives the run did not go on with: a warning
+    says they were not imported."""
     resp = req.get("response")
     holder, holder_at = (resp, at / "response") if isinstance(resp, dict) else (req, at)
     choices = holder.get("choices")
@@ -352,6 +353,8 @@ def _response_messages(req: dict[str, Any], at: At, b: Builder) -> list[tuple[At
             b, "the appended response", len(choices), f"at {(holder_at / 'choices').where()}"
         )
     first = choices[0]
-    if isinstance(first, dict) and isinstance(first.get("message"), dict):
-        return [(holder_at / "choices" / 0 / "message", first["message"])]
-    return []
+    if not isinstance(first, dict):  # not a response's choice (a dataset's answer options)
+        return []
+    # A choice without its message (a streamed chunk's `delta`, a null) would drop the turn unsaid.
+    place = holder_at / "choices" / 0 / "message"
+    return [(place, place.obj(first.get("message"), "the response's assistant message {role, content}"))]
