@@ -14,7 +14,8 @@ names the tool as `tool_name`) answers the latest such calls in order, the first
 when it names one, and a warning (`results-paired-by-order`) says so.
 The request's `tools` (and the legacy API's `functions`) are the assistant's tools.
 Leading system (and developer) messages become the assistant's system prompt, joined by a blank line;
-user messages are steps of the actor "user". An assistant's `refusal` is its text. The output-token
+user messages are steps of the actor "user". Content parts with no text that are no attachment are
+left out, named by a warning (`items-skipped`). An assistant's `refusal` is its text. The output-token
 limit may be `max_tokens` or `max_completion_tokens`. The reasoning OpenAI-compatible servers add to a
 message (`reasoning_content`, `reasoning`, `reasoning_details`, LiteLLM's `thinking_blocks`) is kept
 verbatim in its step's metadata (`car.importers.thinking`); a replay cannot send it back, and a
@@ -141,6 +142,7 @@ def add_chat_messages(
     last_legacy: str | None = None
     seen: list[tuple[At, bool]] = []  # where each reasoning field sits; does it hold encrypted entries
     unkeyed: list[ToolCall] = []  # the latest calls recorded without an id that no result answered
+    skipped: dict[str, At] = {}  # content parts car does not import, by kind: where the first sits
     for i, raw in enumerate(messages):
         here = places[i] if places is not None else at / i
         msg = here.obj(raw, "a chat message {role, content}")
@@ -154,6 +156,13 @@ def add_chat_messages(
             ]
             if media:
                 b.attachments("images or files in messages", here / "content" / media[0])
+            for j, p in enumerate(msg["content"]):
+                # A part with no text that is no attachment (a video, another API's block) is left
+                # out of the text: say so, naming each kind where it first sits.
+                if isinstance(p, dict) and j not in media and not _has_text(p):
+                    kind = p.get("type")
+                    kind = repr(kind) if isinstance(kind, str) else "without a type"
+                    skipped.setdefault(kind, here / "content" / j)
         if role in ("system", "developer"):
             if b.n_steps == 0:
                 b.add_system_prompt(assistant, content)
@@ -218,11 +227,19 @@ def add_chat_messages(
                 b.observe_orphan(call_id, content, is_error=error)
             continue
         (here / "role").fail(f"a role ({', '.join(_ROLES)})", role)
+    if skipped:
+        named = ", ".join(f"{kind} (first at {place.where()})" for kind, place in skipped.items())
+        b.warn("items-skipped", f"content parts car does not import were left out: {named}")
     if seen:
         b.warn(
             "thinking-not-replayed",
             not_replayed(seen, "reasoning field", "with encrypted or redacted entries"),
         )
+
+
+def _has_text(part: dict[str, Any]) -> bool:
+    """Whether `text_of` reads text from the content part `part`."""
+    return any(isinstance(part.get(key), str) for key in ("text", "content", "refusal"))
 
 
 def _pair_by_order(b: Builder, msg: dict[str, Any], at: At, unkeyed: list[ToolCall]) -> str:

@@ -56,3 +56,37 @@ def test_a_dataset_s_answer_options_are_no_appended_response(tmp_path: Path) -> 
     data = {"messages": [USER, {"role": "assistant", "content": "B"}], "choices": ["A", "B"]}
     t = load_any(write(tmp_path, data))
     assert [s.action.text for s in t.steps] == ["q", "B"]
+
+
+def test_content_parts_without_text_are_named_not_dropped_unsaid(tmp_path: Path) -> None:
+    video = {"type": "video_url", "video_url": {"url": "https://example.com/v.mp4"}}
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    data = {
+        "messages": [
+            {"role": "system", "content": "watch"},  # no Anthropic request: openai-chat reads it
+            {"role": "user", "content": [{"type": "text", "text": "what happens?"}, video]},
+            {"role": "assistant", "content": [thinking, {"type": "text", "text": "a fall"}]},
+            {"role": "user", "content": [{"type": "video_url", "video_url": {"url": "x"}}, {}]},
+        ]
+    }
+    t = load_any(write(tmp_path, data))
+    assert [s.action.text for s in t.steps] == ["what happens?", "a fall", ""]
+    assert warnings(t)["items-skipped"] == (
+        "content parts car does not import were left out: 'video_url' (first at "
+        "$.messages[1].content[1]), 'thinking' (first at $.messages[2].content[0]), without a type "
+        "(first at $.messages[3].content[1])"
+    )
+
+
+def test_text_parts_and_attachments_are_not_named_as_skipped(tmp_path: Path) -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    data = {
+        "messages": [
+            {"role": "system", "content": "look"},
+            {"role": "user", "content": [{"type": "text", "text": "what is it?"}, image, "plain"]},
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+        ]
+    }
+    codes = warnings(load_any(write(tmp_path, data)))
+    assert "items-skipped" not in codes
+    assert "attachments-unresolved" in codes
