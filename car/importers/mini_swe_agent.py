@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from car.importers.base import At, Builder, Document, api_model, sampling_from, text_of
-from car.importers.openai_chat import chat_tool_call
+from car.importers.openai_chat import chat_attachments, chat_tool_call
 from car.importers.thinking import (
     chat_reasoning,
     chat_reasoning_sealed,
@@ -166,6 +166,8 @@ class _Run:
             (here / "role").fail("a role (system, user, assistant, tool or exit)", role, detail=detail)
         extra = _object(msg.get("extra"))
         content = text_of(msg.get("content"), here / "content")
+        if isinstance(msg.get("content"), list):  # v2 with a multimodal_regex expands every message
+            chat_attachments(self.b, msg["content"], here / "content")
         if role == "system":
             if self.b.n_steps == 0 and not self.has_task:
                 self.b.add_system_prompt(AGENT, content)

@@ -44,6 +44,7 @@ __all__ = [
     "TOOL_CALL",
     "OpenAIChat",
     "add_chat_messages",
+    "chat_attachments",
     "chat_tool_call",
     "choices_skipped",
     "custom_call",
@@ -124,6 +125,19 @@ def custom_input(call: dict[str, Any], at: At, b: Builder) -> Any:
     return value
 
 
+def chat_attachments(b: Builder, parts: list[Any], at: At) -> list[int]:
+    """The indexes of the images, audio and files among the OpenAI-style content `parts` at `at`;
+    the trace keeps text only, so a warning names where the first one sits."""
+    media = [
+        j
+        for j, p in enumerate(parts)
+        if isinstance(p, dict) and p.get("type") in ("image_url", "input_audio", "file", "image")
+    ]
+    if media:
+        b.attachments("images or files in messages", at / media[0])
+    return media
+
+
 def add_chat_messages(
     b: Builder,
     messages: list[Any],
@@ -149,13 +163,7 @@ def add_chat_messages(
         role = (here / "role").string(msg.get("role"), f"a role ({', '.join(_ROLES)})")
         content = text_of(msg.get("content"), here / "content")
         if isinstance(msg.get("content"), list):
-            media = [
-                j
-                for j, p in enumerate(msg["content"])
-                if isinstance(p, dict) and p.get("type") in ("image_url", "input_audio", "file", "image")
-            ]
-            if media:
-                b.attachments("images or files in messages", here / "content" / media[0])
+            media = chat_attachments(b, msg["content"], here / "content")
             for j, p in enumerate(msg["content"]):
                 # A part with no text that is no attachment (a video, another API's block) is left
                 # out of the text: say so, naming each kind where it first sits.

@@ -90,3 +90,32 @@ def test_text_parts_and_attachments_are_not_named_as_skipped(tmp_path: Path) -> 
     codes = warnings(load_any(write(tmp_path, data)))
     assert "items-skipped" not in codes
     assert "attachments-unresolved" in codes
+
+
+def test_images_in_a_mini_swe_agent_v2_trajectory_are_warned_about_where_they_sit(
+    tmp_path: Path,
+) -> None:
+    # With a multimodal_regex, mini-swe-agent v2 expands every message it saves into content parts;
+    # a screenshot the agent looked at becomes an image_url part of the tool's result.
+    screenshot = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    data = {
+        "trajectory_format": "mini-swe-agent-1.1",
+        "info": {"mini_version": "2.0.0", "exit_status": "Submitted"},
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "You can run bash."}]},
+            {"role": "user", "content": [{"type": "text", "text": "Fix the layout."}]},
+            {"role": "assistant", "content": "Look first.", "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [{"type": "text", "text": "saved shot.png"}, screenshot],
+            },
+            {"role": "assistant", "content": "Done."},
+        ],
+    }
+    t = load_any(write(tmp_path, data, "run.traj.json"))
+    assert t.steps[0].observations[0].content == "saved shot.png"
+    assert warnings(t)["attachments-unresolved"] == (
+        "images or files in messages were not imported (text only; first at $.messages[3].content[1])"
+    )
