@@ -531,11 +531,12 @@ def validate(
         if out.close() or any(r.error is not None for r in rows):
             raise SystemExit(2)
         return
-    from car.importers import import_file
+    from car.importers import importable_runs
     from car.trace import no_decisions
 
+    runs = importable_runs(trace, source_format)
     refused = False
-    for t in import_file(trace, source_format):
+    for t in runs:
         problem = no_decisions(t, str(trace))
         if problem is not None:  # `car blame` refuses it: not ok
             print(f"car: error: {problem}", file=sys.stderr)
@@ -563,6 +564,12 @@ def validate(
         for w in t.fidelity.warnings if t.fidelity is not None else ():
             # what is missing, and the fix where there is one
             out.write(f"  warning {w.code}: {w.message}\n")
+    for index, exc in runs.skipped:
+        # `car import` skips such a run with a warning; a file that holds one is not valid, as the
+        # row of `car validate DIR` says
+        why = " ".join(str(exc).removeprefix(f"{trace}: ").split())
+        print(f"car: error: {trace}: run {index} cannot be imported: {why}", file=sys.stderr)
+        refused = True
     if out.close() or refused:
         raise SystemExit(2)
 

@@ -38,6 +38,7 @@ __all__ = [
     "formats",
     "get_importer",
     "import_file",
+    "importable_runs",
     "load_any",
     "read_document",
 ]
@@ -100,14 +101,22 @@ def import_file(path: str | Path, fmt: str = "auto") -> Runs:
     """Every run in the file at `path` that can be imported, as traces; each run that cannot is
     skipped with a warning naming its place and why (`Runs.skipped`). `fmt` is a format name or
     "auto" (sniffed). A file none of whose runs can be imported is an InputError naming the first."""
+    runs = importable_runs(path, fmt)
+    for index, exc in runs.skipped:
+        _skipped(path, index, exc)
+    return runs
+
+
+def importable_runs(path: str | Path, fmt: str = "auto") -> Runs:
+    """Every run in the file, as `import_file` has them, without the warnings for the runs that
+    cannot be imported (`car validate` reports those as errors); a file none of whose runs can be
+    imported is an InputError naming the first."""
     runs = _runs(path, fmt)
     if not runs:  # every run failed (a file of none is refused by `_runs`)
         first = runs.skipped[0][1]
         if len(runs.entries) == 1:
             raise first
         raise InputError(f"{first}; none of the file's {len(runs.entries)} runs can be imported")
-    for index, exc in runs.skipped:
-        _skipped(path, index, exc)
     return runs
 
 

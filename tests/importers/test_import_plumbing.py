@@ -109,12 +109,15 @@ def test_car_validate_and_import_item_0_keep_the_good_samples(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     f = _inspect_log(monkeypatch, tmp_path)
-    assert run(["validate", str(f)]) == 0
-    assert capsys.readouterr().out.startswith(f"{f} (sample 1 epoch 1): ok:")
+    # validate checks the good sample and fails naming the other, as `car validate DIR` does
+    assert run(["validate", str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{f} (sample 1 epoch 1): ok:")
+    assert err.startswith(f"car: error: {f}: run 1 cannot be imported: $.samples[1]: expected")
     assert run(["import", str(f), "--item", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["id"] == "inspect/arith/1/epoch-1"
-    # the command line names itself, as its errors do; --item 0 warns of no other run
-    assert [m.split(": run ")[0] for m in _skips(caplog)] == [f"car: warning: {f}"]
+    # validate said it as an error, not also as a warning; --item 0 warns of no other run
+    assert _skips(caplog) == []
 
 
 def test_an_otlp_trace_whose_every_call_failed_is_skipped(
@@ -211,11 +214,35 @@ def test_the_skip_warning_is_one_line_on_stderr_of_the_command(tmp_path: Path) -
     # in-process, pytest's log capture takes the record; the real command has no handler but
     # Python's last resort, which writes the message to stderr as it is
     f = _write(tmp_path, [_tau(1), _tau(2, [])])
+    out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "car", "validate", str(f)], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "car", "import", str(f), "-o", f"{out}/"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    assert done.returncode == 0 and done.stdout.startswith(f"{f} ($[0]): ok:")
-    assert done.stderr == f"car: warning: {f}: run 1 skipped: $[1]: {_EMPTY}\n"
+    assert done.returncode == 0 and [p.name for p in out.iterdir()] == ["tau-bench_runs_task-1.json"]
+    assert done.stderr == (
+        f"car: warning: {f}: run 1 skipped: $[1]: {_EMPTY}\n"
+        "imported tau-bench/runs/task-1: tau-bench, class B, 2 steps, 2 actors; warnings: "
+        f"sampling-missing\nwrote 1 trace to {out}\n"
+    )
+
+
+def test_validate_of_a_file_with_a_run_that_cannot_be_imported_fails_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # `car validate DIR` lists such a run as a failed row and exits 2; the file alone says the same
+    f = _write(tmp_path, [_tau(1), _tau(2, []), _tau(3)])
+    assert run(["validate", str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert [line.split(": ok:")[0] for line in out.splitlines() if ": ok:" in line] == [
+        f"{f} ($[0])",
+        f"{f} ($[2])",
+    ]
+    assert err == f"car: error: {f}: run 1 cannot be imported: $[1]: {_EMPTY}\n"
+    assert _skips(caplog) == []  # an error, not also a warning
+    assert run(["validate", str(tmp_path)]) == 2
 
 
 # -- -o - is stdout ----------------------------------------------------------------------------------
