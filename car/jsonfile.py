@@ -28,6 +28,7 @@ __all__ = [
     "json_path",
     "kind_of",
     "loads",
+    "not_utf8",
     "os_reason",
     "read_bytes",
     "read_json",
@@ -111,6 +112,21 @@ def read_bytes(path: str | Path, *, what: str = "a trace") -> bytes:
         raise InputError(f"{source}: cannot read: {exc.strerror}") from None
 
 
+def not_utf8(raw: bytes, start: int) -> str:
+    """Where the bytes `raw` stop being UTF-8 (`start`, the first bad byte), for "FILE: ..." errors:
+    the line, so a large file's bad byte can be found; JSON in UTF-16 (as Windows PowerShell writes
+    with `>`) is named as such."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            utf16 = raw.decode("utf-16").lstrip()[:1] in ("{", "[")
+        except UnicodeDecodeError:
+            utf16 = False  # binary bytes that only start like it
+        if utf16:
+            return "UTF-16 text (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8"
+    line = raw.count(b"\n", 0, start) + 1
+    return f"line {line} (byte {start}): not UTF-8 text"
+
+
 def read_json(path: str | Path, *, what: str) -> Any:
     """Parse a JSON file; `what` names the expected content in errors ("a JSON trace")."""
     source = str(path)
@@ -118,7 +134,7 @@ def read_json(path: str | Path, *, what: str) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: byte {exc.start}: not UTF-8 text") from None
+        raise InputError(f"{source}: {not_utf8(raw, exc.start)}") from None
     if not text.strip():
         raise InputError(f"{source}: empty file, expected {what}")
     try:

@@ -20,7 +20,7 @@ from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from car.errors import InputError
-from car.jsonfile import json_path, loads, read_bytes, shown_json, utf8_text
+from car.jsonfile import json_path, loads, not_utf8, read_bytes, shown_json, utf8_text
 from car.trace import (
     Action,
     Actor,
@@ -126,7 +126,7 @@ def read_document(path: str | Path) -> Document:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return Document(source, raw, "other", problem=f"byte {exc.start}: not UTF-8 text")
+        return Document(source, raw, "other", problem=not_utf8(raw, exc.start))
     if not text.strip():
         return Document(source, raw, "other", problem="empty file")
     try:
