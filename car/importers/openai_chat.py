@@ -304,7 +304,15 @@ class OpenAIChat:
         if _looks_like_messages(data):
             return True
         if isinstance(data, dict):
-            return _looks_like_messages(data.get("messages"))
+            # A request whose first message is a chat message is one, though a later message is
+            # broken (no role): converting it names that place, where "not a format car
+            # recognises" would not. No format sniffed after this one is left to claim it.
+            messages = data.get("messages")
+            return _looks_like_messages(messages) or (
+                isinstance(messages, list)
+                and _looks_like_messages(messages[:1])
+                and messages[0].get("role") in _ROLES
+            )
         # A list of requests (JSON Lines): the first one decides; later bad ones get located errors.
         return (
             isinstance(data, list)

@@ -119,3 +119,22 @@ def test_images_in_a_mini_swe_agent_v2_trajectory_are_warned_about_where_they_si
     assert warnings(t)["attachments-unresolved"] == (
         "images or files in messages were not imported (text only; first at $.messages[3].content[1])"
     )
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        ({"content": "and then?"}, "$.messages[2].role: missing; expected a role (system, "),
+        ({"role": None, "content": "and then?"}, "$.messages[2].role: expected a role (system, "),
+        ("and then?", '$.messages[2]: expected a chat message {role, content}, got the string "and'),
+    ],
+)
+def test_a_chat_request_with_one_broken_message_names_it_not_an_unknown_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], broken: Any, said: str
+) -> None:
+    messages = [{"role": "system", "content": "s"}, USER, broken]
+    f = write(tmp_path, {"model": "gpt-4o", "messages": messages})
+    for command in (["validate"], ["import"], ["blame", "--policy", "sim:pivot"]):
+        assert run([command[0], str(f), *command[1:]]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"car: error: {f}: {said}") and err.count("\n") == 1, err
