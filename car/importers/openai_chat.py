@@ -162,6 +162,9 @@ def add_chat_messages(
         msg = here.obj(raw, "a chat message {role, content}")
         role = (here / "role").string(msg.get("role"), f"a role ({', '.join(_ROLES)})")
         content = text_of(msg.get("content"), here / "content")
+        images = msg.get("images")
+        if isinstance(images, list) and images:  # Ollama's native messages: base64 images
+            b.attachments("images or files in messages", here / "images" / 0)
         if isinstance(msg.get("content"), list):
             media = chat_attachments(b, msg["content"], here / "content")
             for j, p in enumerate(msg["content"]):

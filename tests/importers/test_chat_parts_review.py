@@ -138,3 +138,21 @@ def test_a_chat_request_with_one_broken_message_names_it_not_an_unknown_format(
         assert run([command[0], str(f), *command[1:]]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"car: error: {f}: {said}") and err.count("\n") == 1, err
+
+
+def test_images_beside_an_ollama_message_s_text_are_warned_about_where_they_sit(
+    tmp_path: Path,
+) -> None:
+    # Ollama's native /api/chat messages carry images as a list of base64 strings beside the text.
+    data = {
+        "model": "llava",
+        "messages": [
+            {"role": "user", "content": "what is in this picture?", "images": ["iVBORw0KGgo="]},
+            {"role": "assistant", "content": "a cat"},
+        ],
+    }
+    t = load_any(write(tmp_path, data))
+    assert [s.action.text for s in t.steps] == ["what is in this picture?", "a cat"]
+    assert warnings(t)["attachments-unresolved"] == (
+        "images or files in messages were not imported (text only; first at $.messages[0].images[0])"
+    )
