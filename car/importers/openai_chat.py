@@ -17,9 +17,9 @@ Leading system (and developer) messages become the assistant's system prompt, jo
 user messages are steps of the actor "user". Content parts with no text that are no attachment are
 left out, named by a warning (`items-skipped`). An assistant's `refusal` is its text. The output-token
 limit may be `max_tokens` or `max_completion_tokens`. The reasoning OpenAI-compatible servers add to a
-message (`reasoning_content`, `reasoning`, `reasoning_details`, LiteLLM's `thinking_blocks`) is kept
-verbatim in its step's metadata (`car.importers.thinking`); a replay cannot send it back, and a
-warning says so.
+message (`reasoning_content`, `reasoning`, `reasoning_details`, LiteLLM's `thinking_blocks`, Ollama's
+`thinking`) is kept verbatim in its step's metadata (`car.importers.thinking`); a replay cannot send
+it back, and a warning says so.
 """
 
 from __future__ import annotations

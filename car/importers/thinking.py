@@ -42,8 +42,9 @@ def thinking_metadata(texts: Sequence[str]) -> dict[str, Any]:
 # content: DeepSeek and older vLLM write `reasoning_content`; vLLM since late 2025 (both names for a
 # while) and OpenRouter `reasoning` (a string); OpenRouter also `reasoning_details` (objects of type
 # reasoning.text, reasoning.summary or reasoning.encrypted, to be sent back unchanged and in order);
-# LiteLLM `thinking_blocks` (Anthropic's thinking and redacted_thinking blocks, signed).
-CHAT_REASONING = ("reasoning_content", "reasoning", "reasoning_details", "thinking_blocks")
+# LiteLLM `thinking_blocks` (Anthropic's thinking and redacted_thinking blocks, signed); Ollama's
+# native messages `thinking` (a string).
+CHAT_REASONING = ("reasoning_content", "reasoning", "reasoning_details", "thinking_blocks", "thinking")
 _TEXTS = ("text", "summary", "thinking")  # where the structured entries hold readable text
 _SEALED = ("reasoning.encrypted", "redacted_thinking")  # the entries that hold encrypted reasoning
 
@@ -72,7 +73,7 @@ def chat_reasoning_texts(blocks: Sequence[dict[str, Any]]) -> list[str]:
     are the structured entries (text, summary, thinking) read."""
     texts: list[str] = []
     for block in blocks:
-        for key in ("reasoning_content", "reasoning"):
+        for key in ("reasoning_content", "reasoning", "thinking"):
             text = block.get(key)
             if isinstance(text, str) and text and text not in texts:
                 texts.append(text)

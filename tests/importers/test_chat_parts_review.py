@@ -156,3 +156,20 @@ def test_images_beside_an_ollama_message_s_text_are_warned_about_where_they_sit(
     assert warnings(t)["attachments-unresolved"] == (
         "images or files in messages were not imported (text only; first at $.messages[0].images[0])"
     )
+
+
+def test_the_thinking_of_an_ollama_message_is_kept_as_its_reasoning(tmp_path: Path) -> None:
+    # Ollama's native /api/chat writes a thinking model's reasoning as the message's `thinking`.
+    data = {
+        "model": "qwen3",
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4", "thinking": "Two and two make four."},
+        ],
+    }
+    t = load_any(write(tmp_path, data))
+    answer = t.steps[1]
+    assert answer.action.text == "4"
+    assert answer.action.reasoning == ({"thinking": "Two and two make four."},)
+    assert answer.metadata["thinking"] == "Two and two make four."
+    assert warnings(t)["thinking-not-replayed"].startswith("1 reasoning field")
