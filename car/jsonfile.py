@@ -112,10 +112,20 @@ def read_bytes(path: str | Path, *, what: str = "a trace") -> bytes:
         raise InputError(f"{source}: cannot read: {exc.strerror}") from None
 
 
+# Compressed files people keep logs in (the OpenTelemetry Collector's file exporter writes zstd).
+_COMPRESSED = (
+    (b"\x1f\x8b", "gzip", "gunzip FILE"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d FILE"),
+)
+
+
 def not_utf8(raw: bytes, start: int) -> str:
     """Where the bytes `raw` stop being UTF-8 (`start`, the first bad byte), for "FILE: ..." errors:
-    the line, so a large file's bad byte can be found; JSON in UTF-16 (as Windows PowerShell writes
-    with `>`) is named as such."""
+    the line, so a large file's bad byte can be found; a compressed file, and JSON in UTF-16 (as
+    Windows PowerShell writes with `>`), are named as such."""
+    for magic, kind, tool in _COMPRESSED:
+        if raw.startswith(magic):
+            return f"a {kind}-compressed file, not UTF-8 text: decompress it first ({tool})"
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
         try:
             utf16 = raw.decode("utf-16").lstrip()[:1] in ("{", "[")

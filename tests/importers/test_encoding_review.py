@@ -44,3 +44,16 @@ def test_a_file_that_is_not_utf8_says_where_or_what_it_is(
     with pytest.raises(InputError) as info:
         read_json(f, what="a JSON trace")
     assert str(info.value) == f"{f}: {said}"
+
+
+def test_a_gzip_compressed_log_says_to_decompress_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    f = tmp_path / "chat.json.gz"
+    f.write_bytes(gzip.compress(json.dumps(CHAT).encode()))
+    assert run(["validate", str(f)]) == 2
+    assert capsys.readouterr().err == (
+        f"car: error: {f}: a gzip-compressed file, not UTF-8 text: decompress it first (gunzip FILE)\n"
+    )
