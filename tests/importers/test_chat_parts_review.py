@@ -1,6 +1,8 @@
-"""openai-chat never drops a turn or a content part without a word: an appended response's first
-choice without its message is refused at its place, and content parts with no text that are no
-attachment are named by `items-skipped`."""
+"""OpenAI-style messages never lose a turn, a part or reasoning without a word: an appended
+response's first choice without its message is refused at its place; content parts with no text
+that are no attachment are named by `items-skipped`; images (content parts, mini-swe-agent v2's,
+an Ollama message's `images`) give `attachments-unresolved`; an Ollama message's `thinking` is its
+action's reasoning; and a chat request with one broken message names it."""
 
 from __future__ import annotations
 
