@@ -341,7 +341,14 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         say(estimate.line())
     if not planned:
         say("no trace in this shard")
-        out.write(render_output(req.fmt, [], batch=True) if req.fmt is not OutputFormat.table else "")
+        # Every output asked for, empty: a CI step that reads `-o` or a `--report` file finds it.
+        for fmt, path in outputs:
+            text = render_output(fmt, [], batch=True)
+            if path is None:
+                out.write(text if fmt is not OutputFormat.table else "")
+            else:
+                write_report(path, text)
+                say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
         return EXIT_OK
 
     store = open_store(req.store_path, req.no_store, say)

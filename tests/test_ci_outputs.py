@@ -970,6 +970,26 @@ def test_output_parent_directories_are_made(work: Path, capsys: pytest.CaptureFi
     Report.model_validate_json((work / "new" / "dir" / "r.json").read_text())
 
 
+def test_an_empty_shard_writes_every_output_asked_for(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard that holds no trace printed `-o`'s format on stdout and wrote neither `-o` nor any
+    `--report` file: the CI job's next step found no car-K.jsonl to read."""
+    empty = []
+    for k in (1, 2):  # one trace: one of the two shards holds it, the other none
+        outs = ["-o", f"{k}.xml", "--report", f"jsonl={k}.jsonl", "--report", f"markdown={k}.md"]
+        code, out, err = run(["blame", PIVOT, *FAST, "--shard", f"{k}/2", *outs], capsys)
+        assert code == 0, err
+        assert out == ""  # the reports went to their files
+        if "no trace in this shard" in err:
+            empty.append(k)
+    assert len(empty) == 1
+    k = empty[0]
+    assert ET.parse(work / f"{k}.xml").getroot().get("tests") == "0"
+    assert (work / f"{k}.jsonl").read_text() == ""
+    assert (work / f"{k}.md").read_text().startswith("## car blame\n\n0 traces")
+
+
 def test_a_report_that_cannot_be_written_after_the_work_is_kept_in_a_file_of_its_own(
     work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
