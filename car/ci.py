@@ -277,6 +277,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if not req.quiet:
             print(text, file=sys.stderr, flush=True)
 
+    def written(fmt: OutputFormat, path: Path) -> None:
+        # Only -o's format can come from its suffix: a --report names its own, which --format keeps.
+        by_suffix = req.fmt_by_suffix and path == req.output
+        say(f"{fmt.value} report written to {path}{suffix_note(path, by_suffix)}")
+
     if any(not p for p in req.paths):
         raise InputError(
             "TRACES: an empty path (''); name a trace file, a directory ('.' for this one) or a glob"
@@ -348,7 +353,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
                 out.write(text if fmt is not OutputFormat.table else "")
             else:
                 write_report(path, text)
-                say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
+                written(fmt, path)
         return EXIT_OK
 
     store = open_store(req.store_path, req.no_store, say)
@@ -468,7 +473,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         if fmt is OutputFormat.jsonl and (path is not None or stream_stdout):
             kept_in.append(path)
             if path is not None and resume is None:  # streamed as each trace finished: now whole
-                say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
+                written(fmt, path)
             continue
         if (
             not batch
@@ -500,7 +505,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         else:
             kept_in.append(path)
             if resume is None:
-                say(f"{fmt.value} report written to {path}{suffix_note(path, req.fmt_by_suffix)}")
+                written(fmt, path)
     if resume is not None:
         raise Interrupted(_interrupted_line(results, kept_in, resume, unwritten))
     if len(results) < len(planned):

@@ -222,6 +222,27 @@ def test_without_format_the_output_suffix_chooses_it(
     )
 
 
+def test_a_report_option_names_its_format_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With `-o FILE` formatted by its suffix, every `--report FORMAT=PATH` line said so too:
+    `markdown report written to z.txt (the format its suffix .txt names; --format chooses another)`,
+    of a format its FORMAT= named and --format does not change."""
+    xml, md, jsonl = tmp_path / "r.xml", tmp_path / "z.txt", tmp_path / "r.jsonl"
+    for paths in ([str(TRACE)], [str(TRACE), str(TRACE.parent / "pivot.json")]):  # one, a batch
+        code, _, err = run(
+            capsys, "blame", *paths, *FAST, "--no-store", "--no-progress", "-o", str(xml),
+            "--report", f"markdown={md}", "--report", f"jsonl={jsonl}",
+        )  # fmt: skip
+        written = [line for line in err.splitlines() if " report written to " in line]
+        by_suffix = "(the format its suffix .xml names; --format chooses another)"
+        assert code == 0 and written == [
+            f"junit report written to {xml} {by_suffix}",
+            f"markdown report written to {md}",
+            f"jsonl report written to {jsonl}",
+        ], err
+
+
 def test_dash_output_is_stdout_not_a_file_named_dash(
     saved: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
