@@ -37,6 +37,7 @@ __all__ = [
     "BACKEND_KEYS",
     "ENV_PREFIX",
     "Settings",
+    "check_backend_options",
     "find_config",
     "load_settings",
     "resolve",
@@ -155,6 +156,19 @@ def _validate(
         key = ".".join(str(p) for p in err["loc"])
         place = f"{where} {names[key]}" if names and key in names else f"{where}: {key}"
         raise InputError(f"{place}: {describe_error(err)}; got {err.get('input')!r}") from None
+
+
+def check_backend_options(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`car.backends.options.configure`'s options that are not None, checked as a file's keys are:
+    a wrong name, type or range fails here, named, rather than in every request of the run."""
+    for key in changes:
+        if key not in BACKEND_KEYS:
+            close = difflib.get_close_matches(key, BACKEND_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(BACKEND_KEYS)}"
+            raise InputError(f"configure(): unknown option {key!r}{hint}")
+    given = {k: v for k, v in changes.items() if v is not None}
+    settings = _validate("configure()", given, strict=True)
+    return {key: getattr(settings, key) for key in given}
 
 
 def load_settings(

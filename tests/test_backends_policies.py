@@ -386,6 +386,30 @@ def test_configure_is_scoped() -> None:
     assert current().base_url is None
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"timeout": "30"}, "configure(): timeout: expected a number; got '30'"),
+        ({"max_attempts": 0}, "configure(): max_attempts: expected at least 1; got 0"),
+        ({"temperature": "hot"}, "configure(): temperature: expected a number; got 'hot'"),
+        ({"bse_url": "http://x/v1"}, "configure(): unknown option 'bse_url'; did you mean 'base_url'?"),
+    ],
+)
+def test_configure_refuses_what_the_settings_refuse(changes: dict[str, Any], message: str) -> None:
+    """`configure(timeout="30")` was taken as is: every request of the run then failed inside
+    (`TypeError: unsupported operand type(s) for +: 'float' and 'str'`), and the run reported errored
+    rollouts; a misspelt option was a TypeError from the dataclass. They are checked as `[tool.car]`
+    checks them, before any work."""
+    from car.backends.options import current
+
+    with pytest.raises(InputError) as caught, configure(**changes):
+        pass
+    assert str(caught.value) == message
+    assert current() == BackendOptions()  # nothing was set
+    with configure(timeout=30, thinking="2048", base_url=None) as opts:  # an int is a number
+        assert (opts.timeout, opts.thinking, opts.base_url) == (30, "2048", None)
+
+
 def test_a_failed_probe_whose_callers_were_cancelled_is_not_reported_unretrieved() -> None:
     # `asyncio.shield` drops its link to the probe when the waiting caller is cancelled (a rollout
     # ended by its batch); the probe's later failure must still count as read, or asyncio logs

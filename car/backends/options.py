@@ -116,8 +116,11 @@ def server_url(opts: BackendOptions, env_var: str, vendor_url: str) -> str:
 
 @contextlib.contextmanager
 def configure(**changes: Any) -> Iterator[BackendOptions]:
-    """Set backend options for the code inside the `with` block (None leaves a field unchanged)."""
-    opts = replace(_OPTIONS.get(), **{k: v for k, v in changes.items() if v is not None})
+    """Set backend options for the code inside the `with` block (None leaves a field unchanged).
+    A name or value `[tool.car]` would refuse is an `InputError`, before any work."""
+    from car.config import check_backend_options  # car.config imports this module
+
+    opts = replace(_OPTIONS.get(), **check_backend_options(changes))
     token = _OPTIONS.set(opts)
     try:
         yield opts
