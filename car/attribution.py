@@ -16,6 +16,7 @@ import asyncio
 import difflib
 import inspect
 import math
+import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -176,6 +177,13 @@ def prepare(
     With a `runner`, every rollout goes through the resumable store and the run's global limit.
     """
     path = None
+    if isinstance(trace, bytes | bytearray) or not isinstance(trace, Trace | str | os.PathLike):
+        raise TypeError(  # as `blame_many` says of its paths
+            "trace: expected a car.Trace or a path (str or os.PathLike), "
+            f"got {type(trace).__name__} {trace!r:.80}"
+        )
+    if not isinstance(trace, Trace) and not os.fspath(trace):  # '' would be '.', a directory
+        raise InputError("trace: an empty path (''); name a trace file")
     if not isinstance(trace, Trace):
         path = str(trace)
         trace = load_any(trace)

@@ -61,6 +61,27 @@ def _both_refuse(given: dict[str, Any], message: str, name: str = "blame") -> No
     assert str(info.value) == message
 
 
+@pytest.mark.parametrize("junk", [42, None, b"traces/pivot.json", ["traces/pivot.json"]])
+def test_blame_refuses_a_trace_that_is_neither_a_trace_nor_a_path(junk: Any) -> None:
+    """`car.blame(42)` raised pathlib's `TypeError: expected str, bytes or os.PathLike object, not
+    int`, naming no argument (and `bytes`, which it refused too); `car.blame_many(42)` says
+    which argument and what it takes."""
+    for call in (car.blame, lambda t: asyncio.run(car.blame_async(t))):
+        with pytest.raises(TypeError) as info:
+            call(junk)
+        assert str(info.value) == (
+            "trace: expected a car.Trace or a path (str or os.PathLike), "
+            f"got {type(junk).__name__} {junk!r}"
+        )
+
+
+def test_blame_refuses_an_empty_path() -> None:
+    """`car.blame("")` said ": is a directory, expected a trace file", naming nothing."""
+    with pytest.raises(InputError) as info:
+        car.blame("")
+    assert str(info.value) == "trace: an empty path (''); name a trace file"
+
+
 async def _callback(*args: object) -> None:
     raise AssertionError("never awaited")
 
