@@ -78,3 +78,41 @@ def test_the_importers_guide_lists_every_warning_code_the_importers_emit() -> No
     assert len(emitted) > 20  # the reading finds them at all
     assert emitted - listed == set(), "emitted but not listed in docs/importers.md"
     assert listed - emitted == set(), "listed in docs/importers.md but never emitted"
+
+
+def test_batch_guide_quotes_the_phase_lines_of_one_trace(
+    run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """docs/batch.md quotes the plain progress lines of `car blame traces/research-team.json --budget
+    2000 2> log`; each quoted line (`...` aside) is a line of that log, in order."""
+    monkeypatch.chdir(ROOT)
+    doc = (ROOT / "docs" / "batch.md").read_text(encoding="utf-8")
+    # The block sits in a list item: its fences are indented.
+    found = re.search(
+        r"^ *```console\n( *\$ car blame traces/research-team\.json.*?)^ *```$", doc, re.M | re.S
+    )
+    assert found is not None
+    lines = [line.strip() for line in found.group(1).splitlines()]
+    command = lines[0].removeprefix("$ car ").removesuffix(" 2> log").split()
+    assert lines[1] == "$ cat log"
+    res = run_cli(*command, "--no-store")
+    assert res.code == 0, res.err
+    log = res.err.splitlines()
+    quoted = [line for line in lines[2:] if line != "..."]
+    assert [line for line in log if line in quoted] == quoted
+
+
+def test_shapley_guide_prints_what_its_python_example_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python example of docs/shapley.md runs, and its last line prints the summary its comment
+    quotes."""
+    import contextlib
+    import io
+
+    monkeypatch.chdir(ROOT)
+    code = quoted_block(ROOT / "docs" / "shapley.md", "import car\n")
+    said = re.search(r'print\(report\.shapley\.summary\)\s+# "(.*)"', code)
+    assert said is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/shapley.md", "exec"), {})
+    assert out.getvalue().splitlines()[-1] == said.group(1)
