@@ -758,6 +758,13 @@ def report_cmd(
     output = _dash_is_stdout(output)
     fmt, by_suffix = _chosen_format(ctx, fmt, output)
     _check_html_destination(fmt, output)
+    if trace is not None and fmt is not Format.html:  # named, so never ignored in silence
+        from car.errors import InputError
+
+        raise InputError(
+            f"--trace {trace}: only --format html shows the trace (its timeline), and this report "
+            f"is {fmt.value}; drop --trace, or use --format html"
+        )
     check_rerender_output(source, output)
     text, results = rerender(source, fmt, trace=trace, pick=pick)
     if output is None:

@@ -116,6 +116,23 @@ def test_report_trace_option(saved: Path, capsys: pytest.CaptureFixture[str]) ->
     assert err.count("\n") == 1 and "not the one the report was computed from" in err
 
 
+def test_a_trace_option_no_page_uses_is_refused(
+    saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the HTML page shows the trace: `car report r.json --trace nope.json` (a table, markdown)
+    exited 0 and ignored the option, where docs/html-report.md says a `--trace` file that is missing
+    is an input error, "you named it, so a typo should not pass silently"."""
+    for fmt in (["--format", "table"], ["--format", "markdown"], ["-o", str(tmp_path / "r.md")]):
+        code, out, err = run(capsys, "report", str(saved), "--trace", str(TRACE), *fmt)
+        assert (code, out) == (2, ""), fmt
+        kind = "table" if "table" in fmt else "markdown"
+        assert err == (
+            f"car: error: --trace {TRACE}: only --format html shows the trace (its timeline), and "
+            f"this report is {kind}; drop --trace, or use --format html\n"
+        )
+    assert not (tmp_path / "r.md").exists()
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
