@@ -192,6 +192,33 @@ def _callable(name: str, value: object, *, what: str) -> None:
         )
 
 
+def _flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise InputError(f"{option_name(name)} must be True or False, got {_given(value)}")
+
+
+def _gates(name: str, value: object) -> None:
+    from car.gates import Gates  # here: car.gates loads the report model, and this module is light
+
+    if not isinstance(value, Gates):  # a dict of its fields has no `check()` for each report
+        raise InputError(f"{option_name(name)} must be a car.gates.Gates, got {_given(value)}")
+
+
+def _prices(name: str, value: object) -> None:
+    ok = isinstance(value, dict) and all(
+        isinstance(k, str)
+        and isinstance(v, numbers.Real)
+        and not isinstance(v, bool)
+        and 0 <= float(v) < float("inf")
+        for k, v in value.items()
+    )
+    if not ok:
+        raise InputError(
+            f"{option_name(name)} must map usage counters to USD per million tokens (numbers, 0 or "
+            f"more), got {_given(value)}"
+        )
+
+
 # The judge as car's advice spells it: the scorer that fits any run. Named here for `scorer=` of
 # the wrong type, and by `car.attribution` to a trace that names no scorer.
 JUDGE_SPEC = "llm-judge:openai:MODEL"
@@ -248,6 +275,10 @@ _RULES: dict[str, Callable[[str, object], object]] = {
     "max_rollouts": partial(_count, least=0, optional=True),
     "max_policy_calls": partial(_count, least=0, optional=True),
     "shard": _shard,
+    "item": partial(_count, least=0, optional=True),
+    "adaptive": _flag,
+    "gates": _gates,
+    "prices": _prices,
 }
 
 

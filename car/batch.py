@@ -838,6 +838,10 @@ async def blame_many_async(
         shard=shard,
         max_rollouts=max_rollouts,
         max_policy_calls=max_policy_calls,
+        item=opts.item,
+        adaptive=opts.adaptive,
+        gates=opts.gates,
+        prices=dict(opts.prices) if isinstance(opts.prices, Mapping) else opts.prices,
         **opts.blame_kwargs(),
     )
     work = list(planned) if planned is not None else plan_batch(paths, opts, shard)

@@ -118,6 +118,24 @@ def test_an_async_callback_is_refused_before_any_work(name: str, keyword: str, w
         ({}, {"max_policy_calls": -1}, "max_policy_calls= must be 0 or more, got -1"),
         ({}, {"shard": (1, "2")}, "shard= must be a whole number, got '2' (str)"),
         ({}, {"shard": (3, 2)}, "shard= must be (K, N) with 1 <= K <= N, got (3, 2)"),
+        # These were taken as given: `item="1"` raised TypeError ('<=' between int and str), gates
+        # as a dict made every trace a backend-error ("AttributeError: 'dict' object has no
+        # attribute 'check'"), `adaptive="no"` ran the adaptive method, a price of "x" was kept.
+        ({"item": "1"}, {}, "item= must be a whole number, got '1' (str)"),
+        ({"item": -1}, {}, "item= must be 0 or more, got -1"),
+        ({"adaptive": "no"}, {}, "adaptive= must be True or False, got 'no' (str)"),
+        (
+            {"gates": {"min_match_rate": 0.5}},
+            {},
+            "gates= must be a car.gates.Gates, got {'min_match_rate': 0.5} (dict)",
+        ),
+        (
+            {"prices": {"input_tokens": "x"}},
+            {},
+            "prices= must map usage counters to USD per million tokens (numbers, 0 or more), got "
+            "{'input_tokens': 'x'} (dict)",
+        ),
+        ({"prices": [("input_tokens", 1.0)]}, {}, "prices= must map usage counters to USD"),
     ],
 )
 def test_blame_many_names_the_python_argument_before_any_work(
