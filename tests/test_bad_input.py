@@ -201,6 +201,28 @@ def test_a_report_given_to_blame_is_named_as_one(run_cli, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
+    ("args", "name", "what"),
+    [
+        (["--format", "json"], "out.json", "car.batch/v1 (the results of a car blame batch)"),
+        (["--format", "jsonl"], "out.jsonl", "car.record/v1 (car blame's records of its traces)"),
+    ],
+)
+def test_results_given_to_blame_are_named_as_such(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, args: list[str], name: str, what: str
+) -> None:
+    """A report given to `car blame` asks "is this a report?"; the results of a batch (`--format
+    json` or `jsonl`), which `car report` reads as well, were "not a trace format car recognises"
+    and a list of foreign formats to name with --from."""
+    out = tmp_path / name
+    batch = [TRACES / "pivot.json", TRACES / "or.json", "--samples", "2", "--no-store"]
+    assert run_cli("blame", *batch, *args, "-o", out).code == 0
+    for command in ("blame", "validate"):
+        r = run_cli(command, out)
+        assert r.code == 2
+        assert r.err == (f"car: error: {out}: {what}, not a trace; `car report` reads it\n"), command
+
+
+@pytest.mark.parametrize(
     ("option", "value", "expected"),
     [
         ("--policy", "sim:suport-refund", "did you mean 'sim:support-refund'"),

@@ -138,6 +138,8 @@ def _runs(path: str | Path, fmt: str) -> Runs:
             name = "car"  # a native trace with a broken header: let its validation say what is wrong
         if name is None and doc.problem:  # not JSON (nor an Inspect log): that is the whole story
             raise InputError(f"{doc.path}: {doc.problem}")
+        if name is None and _car_results(doc.data):  # as a report is asked "is this a report?"
+            raise InputError(f"{doc.path}: {_car_results(doc.data)}, not a trace; `car report` reads it")
         if name is None:
             raise InputError(
                 f"{doc.path}: not a trace format car recognises; car knows: {known()} "
@@ -162,6 +164,22 @@ def _runs(path: str | Path, fmt: str) -> Runs:
     if not runs.entries:
         raise InputError(f"{doc.path}: $: expected at least one run ({imp.description}), found none")
     return runs
+
+
+# What car blame writes besides a report, which `car report` reads: named when given as a trace.
+_RESULTS = {
+    "car.batch/v1": "the results of a car blame batch",
+    "car.record/v1": "car blame's records of its traces",
+}
+
+
+def _car_results(data: object) -> str | None:
+    """The version and kind of car's own results in `data` (a JSON document, or JSON Lines' first
+    line), or None."""
+    first = data[0] if isinstance(data, list) and data else data
+    version = first.get("version") if isinstance(first, dict) else None
+    what = _RESULTS.get(version) if isinstance(version, str) else None
+    return f"{version} ({what})" if what else None
 
 
 def _broken_native(data: dict[str, object]) -> bool:
