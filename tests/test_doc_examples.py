@@ -116,3 +116,14 @@ def test_shapley_guide_prints_what_its_python_example_says(monkeypatch: pytest.M
     with contextlib.redirect_stdout(out):
         exec(compile(code, "docs/shapley.md", "exec"), {})
     assert out.getvalue().splitlines()[-1] == said.group(1)
+
+
+def test_the_backends_guide_lists_every_configuration_key() -> None:
+    """docs/backends.md lists the keys `[tool.car]`, `car.toml` and `CAR_*` take: every one car
+    reads, and no other."""
+    from car.config import KEYS
+
+    doc = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    start = doc.index("\nKeys: ")
+    listed = re.findall(r"`([a-z_]+)`", doc[start : doc.index("\n\n", start)])
+    assert listed == list(KEYS)
