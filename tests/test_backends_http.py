@@ -424,3 +424,33 @@ def test_a_server_that_takes_requests_but_answers_too_late_is_not_said_to_be_dow
         "did not answer in time: is it busy, or does it need a longer timeout "
         "(car.backends.options.configure(timeout=SECONDS), or the `timeout` setting)?"
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: Faults(rates={"4299": 0.1}),
+            "Faults: unknown fault '4299' in rates; faults: ok, 429, 500, 503, slow, drop, "
+            "malformed, echo, quota, refusal, content_filter, length, bad_shape",
+        ),
+        (lambda: Faults(script=["500", "slwo"]), "Faults: unknown fault 'slwo' in script; faults: ok"),
+        (lambda: Faults(rates={"429": 1.5}), "Faults: the rate of '429' must be in [0, 1], got 1.5"),
+        (lambda: Faults(rates={"429": "0.1"}), "Faults: the rate of '429' must be in [0, 1], got 0.1"),
+        (
+            lambda: LoopbackServer(n="rejct"),  # type: ignore[arg-type]
+            "LoopbackServer: n must be ok, reject, reject-500 or ignore, got 'rejct'",
+        ),
+        (
+            lambda: LoopbackServer(seed="honor"),  # type: ignore[arg-type]
+            "LoopbackServer: seed must be honour, ignore or reject, got 'honor'",
+        ),
+    ],
+)
+def test_a_misspelt_fault_or_switch_is_refused(make: Callable[[], object], message: str) -> None:
+    """`Faults(rates={"4299": 0.1})` and `LoopbackServer(n="rejct")` were taken: the server then
+    answered every request as if there were no fault and no switch, so a test of retries passed
+    without a single retry."""
+    with pytest.raises(ValueError) as info:
+        make()
+    assert str(info.value).startswith(message)

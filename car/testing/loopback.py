@@ -46,7 +46,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from car.backends.wire import messages_from_anthropic, messages_from_openai
 from car.protocols import Mode, Turn
@@ -81,6 +81,8 @@ Fault = Literal[
     "bad_shape",
 ]
 NMode = Literal["ok", "reject", "reject-500", "ignore"]
+SeedMode = Literal["honour", "ignore", "reject"]
+_SEED_MODES = get_args(SeedMode)
 REFUSAL = "I'm sorry, but I can't help with that."  # the text of a "refusal" fault's answer
 
 
@@ -94,6 +96,19 @@ class Faults:
     retry_after_ms: str | None = None
     slow_seconds: float = 2.0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """A misspelt fault would be no fault: the test meant to exercise it would pass untried."""
+        known = get_args(Fault)
+        for where, names in (("script", self.script), ("rates", list(self.rates))):
+            for name in names:
+                if name not in known:
+                    raise ValueError(
+                        f"Faults: unknown fault {name!r} in {where}; faults: {', '.join(known)}"
+                    )
+        for name, rate in self.rates.items():
+            if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+                raise ValueError(f"Faults: the rate of {name!r} must be in [0, 1], got {rate}")
 
 
 @dataclass
@@ -184,13 +199,19 @@ class LoopbackServer:
         latency: float = 0.0,
         faults: Faults | None = None,
         n: NMode = "ok",
-        seed: Literal["honour", "ignore", "reject"] = "honour",
+        seed: SeedMode = "honour",
         logprobs: bool = True,
         temperature_with_top_p: bool = True,
         api_key: str | None = None,
         echo_auth: bool = False,
         answer_model: str | None = None,
     ) -> None:
+        for switch, value, allowed in (("n", n, get_args(NMode)), ("seed", seed, _SEED_MODES)):
+            if value not in allowed:  # else every request would be answered as by the default
+                raise ValueError(
+                    f"LoopbackServer: {switch} must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
+                    f"got {value!r}"
+                )
         self.models = dict(models or {})
         self.default = default if default is not None else TextModel()
         self.latency = latency
