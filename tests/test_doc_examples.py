@@ -127,3 +127,16 @@ def test_the_backends_guide_lists_every_configuration_key() -> None:
     start = doc.index("\nKeys: ")
     listed = re.findall(r"`([a-z_]+)`", doc[start : doc.index("\n\n", start)])
     assert listed == list(KEYS)
+
+
+def test_the_readme_performance_table_counts_what_car_blame_runs() -> None:
+    """README's performance table gives each bundled trace's rollouts, policy calls and environment
+    steps at the default settings, seed 0: the counts of `car.blame` (the times are the machine's)."""
+    import car
+
+    doc = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([a-z-]+) \| (\d+) \| (\d+) \| (\d+) \|", doc, re.M)
+    assert len(rows) == len(list(TRACES.glob("*.json")))
+    for name, rollouts, calls, env in rows:
+        b = car.blame(TRACES / f"{name}.json").budget
+        assert (b.rollouts, b.policy_calls, b.env_calls) == (int(rollouts), int(calls), int(env)), name
