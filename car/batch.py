@@ -707,9 +707,10 @@ async def check_trace(path: str, trace: Trace, options: BatchOptions) -> TraceRe
 def report_status(report: Report, label: str) -> tuple[Status, str | None]:
     """A finished report's status and error before gates, by one rule for `car blame` and for
     `car report` re-reading it: a backend error when its rollouts errored too often (an input error
-    naming `label` when the first error is its scorer's); an input error when its scorer leaves
-    nothing to attribute (`nothing_to_attribute`: the scorer,
-    not the run, is what to fix; the report that says so is kept); else ok."""
+    naming `label` when the first error is its scorer's), or when its scorer's server (a judge's)
+    failed on the recorded run; an input error when its scorer leaves nothing to attribute
+    (`nothing_to_attribute`: the scorer, not the run, is what to fix; the report that says so is
+    kept); else ok."""
     from car.attribution import nothing_to_attribute, scorer_failed
 
     if report.status == "backend-errors" and scorer_failed(report.first_error):
@@ -717,6 +718,8 @@ def report_status(report: Report, label: str) -> tuple[Status, str | None]:
     if report.status == "backend-errors":
         return "backend-error", backend_failure(report)
     if (reason := nothing_to_attribute(report)) is not None:
+        if report.factual.estimate is None and (report.first_error or "").startswith("scoring: "):
+            return "backend-error", reason  # the judge's server failed on the record: not the scorer
         return "input-error", f"{label}: {reason}"
     return "ok", None
 

@@ -18,7 +18,8 @@ from car.backends import openai as openai_backend
 from car.backends.options import configure
 from car.cli import main
 from car.sim import scenario_for
-from car.testing import Faults, LoopbackServer, ScenarioModel
+from car.testing import Faults, LoopbackServer, ScenarioModel, TextModel
+from car.trace import Action
 from tests.conftest import ROOT
 
 TRACE = str(ROOT / "traces" / "support-refund.json")
@@ -204,6 +205,29 @@ def test_a_judge_whose_server_fails_is_a_backend_failure(
         code, _out, err = _cli([*args, "--no-progress"], capsys)
     assert code == 3, err
     assert "too many rollouts errored (" in err and f"first: scoring: {judge}: " in err
+
+
+def test_a_judge_whose_server_fails_on_the_recorded_run_alone_is_a_backend_failure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The judge's server failing on every judgement of the recorded run leaves nothing to compare
+    against, however few other rollouts errored: that exited 2, an input error, as if the scorer
+    were what to fix, where the same server failing on more rollouts exits 3."""
+
+    def judge(messages: Any, tools: Any, u: float) -> Action:
+        if "I have refunded order A-1042" in messages[-1].content:  # the recorded run's ending
+            raise RuntimeError("overloaded")  # the server answers HTTP 500
+        return Action(text="FAIL")
+
+    # The policy answers with a random word, so only the record copied ends as the record does.
+    with LoopbackServer({"judge": judge, "*": TextModel()}) as server:
+        args = _blame("openai:words", server.url, "--scorer", "llm-judge:openai:judge")
+        args += ["--samples", "8", "--method", "contrastive", "--max-attempts", "1"]
+        code, out, err = _cli([*args, "--no-progress"], capsys)
+    assert code == 3, err
+    assert "the scorer failed on the recorded run (scoring: " in err and "HTTP 500" in err
+    assert "too many rollouts errored" not in err  # fewer than half did: the record is the cause
+    assert "car cannot name a decisive step" in out  # the report is still printed
 
 
 def test_a_refused_key_says_which_variable_it_came_from_or_that_none_was_sent(
