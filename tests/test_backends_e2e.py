@@ -230,6 +230,35 @@ def test_a_judge_whose_server_fails_on_the_recorded_run_alone_is_a_backend_failu
     assert "car cannot name a decisive step" in out  # the report is still printed
 
 
+@pytest.mark.parametrize(
+    ("policy", "suffix", "advice"),
+    [
+        (POLICY, "", "An OpenAI-compatible API is served under /v1: try {base}/v1"),
+        (ANTHROPIC, "/v1", "The API's path adds /v1 to it: try {base}"),
+    ],
+)
+def test_a_base_url_without_v1_or_with_one_too_many_says_so(
+    policy: str, suffix: str, advice: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server's 404 for an endpoint it does not have (vLLM and Ollama serve the OpenAI API under
+    /v1 only) was quoted as it came (`HTTP 404: {"detail":"Not Found"}`), with nothing of the URL."""
+    with _server() as server:
+        base = server.anthropic_url  # http://127.0.0.1:PORT
+        code, _out, err = _cli([*_blame(policy, base + suffix, "--no-progress")], capsys)
+    assert code == 3, err
+    assert "HTTP 404: no route /v1/v1/messages" in err or "HTTP 404: no route /chat/completions" in err
+    assert f": is the base URL right? {advice.format(base=base)}\n" in err
+
+
+def test_a_model_the_server_does_not_know_is_not_blamed_on_the_base_url(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with _server() as server:
+        code, _out, err = _cli(_blame("openai:gpt-nope", server.url, "--no-progress"), capsys)
+    assert code == 3, err
+    assert err.rstrip().endswith("HTTP 404: model 'gpt-nope' not found"), err
+
+
 def test_a_refused_key_says_which_variable_it_came_from_or_that_none_was_sent(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -444,6 +444,8 @@ class HttpBackend:
                         advice = _NOT_API if _html_title(text) is not None else ""
                         if status in (401, 403) and self._refused_key and not advice:
                             advice = f"; {self._refused_key}"
+                        if status == 404 and not advice:
+                            advice = _no_route(self.base_url, path, text)
                         message = f"{url}: HTTP {status}: {_error_text(text)}{advice}"
                         message = self._redact(f"{self.name}: {message}")
                         raise HTTPStatusFailure(message, status, self._redact(text)) from None
@@ -557,6 +559,22 @@ def _retried(status: int) -> bool:
 # Said of an HTML page that answers a request the API would answer with JSON (a 5xx page from a
 # proxy in front of the server is retried and says nothing of the URL).
 _NOT_API = ", not the model API's JSON: is the base URL right?"
+
+
+def _no_route(base_url: str, path: str, body: str) -> str:
+    """What a 404 for `path` adds when the server knows no such endpoint (not a model it does not
+    know): a base URL (no trailing slash) without the `/v1` an OpenAI-compatible server serves
+    under, or with one too many."""
+    if "model" in _error_text(body).lower():
+        return ""
+    v1 = base_url.endswith("/v1")
+    if path.startswith("v1/") and v1:
+        return f": is the base URL right? The API's path adds /v1 to it: try {base_url[:-3]}"
+    if not path.startswith("v1/") and not v1:
+        return (
+            f": is the base URL right? An OpenAI-compatible API is served under /v1: try {base_url}/v1"
+        )
+    return ": is the base URL right?"
 
 
 def _html_title(body: str) -> str | None:

@@ -10,6 +10,8 @@
 The "model" behind a name is any function `(messages, tools, u) -> Action`: `ScenarioModel` rebuilds
 the turns of a simulated scenario from the conversation and runs the scenario's decision program, so a
 blame run against the server has an exact answer; `TextModel` answers with a word drawn from `u`.
+It answers at `/v1/chat/completions` and `/v1/messages` only, as vLLM and Ollama do: any other path
+(a base URL without `/v1`, or with one too many) is a 404 "no route".
 `u` comes from the request's `seed` and the choice index when seeds are honoured (the server is then
 deterministic, like vLLM or llama.cpp), else from the server's own generator.
 
@@ -406,9 +408,9 @@ class LoopbackServer:
             return self._error(headers, 405, "POST only")
         if not isinstance(body, dict):
             return self._error(headers, 400, "the body is not a JSON object")
-        if path.rstrip("/").endswith("/chat/completions"):
+        if path.rstrip("/") == "/v1/chat/completions":
             return self._chat(headers, body, fault)
-        if path.rstrip("/").endswith("/messages"):
+        if path.rstrip("/") == "/v1/messages":
             return self._messages(headers, body, fault)
         return self._error(headers, 404, f"no route {path}")
 
