@@ -5,7 +5,9 @@ servers that ignore `seed`, and where an `api_key_env` setting came from."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -402,3 +404,25 @@ def test_an_unset_key_variable_names_its_source(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("CAR_API_KEY_ENV", "VLLM_KEY")
     with pytest.raises(InputError, match=r"^environment variable CAR_API_KEY_ENV=VLLM_KEY: "):
         make_http(opts)
+
+
+def test_closing_the_loopback_server_with_a_request_in_flight_logs_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`python -m car.testing` interrupted (or a test's server closed) while a request waited for
+    its answer printed asyncio's "Exception in callback ... CancelledError" traceback (Python 3.11)."""
+    server = LoopbackServer(latency=60).start()
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+    def ask() -> None:
+        with contextlib.suppress(httpx.HTTPError):  # the server closes the connection
+            httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
+
+    client = threading.Thread(target=ask)
+    client.start()
+    while server.count() == 0:  # the request is in, and waits for its answer
+        threading.Event().wait(0.01)
+    server.close()
+    client.join(30)
+    assert not client.is_alive()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
