@@ -240,6 +240,26 @@ def test_requests_stop_retrying_after_three_in_a_row_used_all_their_attempts(
         assert len(server.requests) == 10
 
 
+def test_a_model_that_keeps_failing_does_not_give_up_on_the_others_of_its_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A proxy (LiteLLM) or a multi-model server whose judge model is down, its policy model up:
+    the judge's requests using all their attempts gave up on the whole base URL, and the policy's
+    requests failed at once with the judge's error (the match draws all failed, `not measured`)."""
+
+    def down(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]], u: float) -> Action:
+        raise RuntimeError("upstream for this model is down")  # the server answers HTTP 500
+
+    models = {"support-refund": ScenarioModel(scenario_for("support-refund")), "judge": down}
+    with LoopbackServer(models) as server, configure(base_url=server.url, backoff_base=0.0):
+        report = car.blame(
+            TRACE, policy=POLICY, scorer="llm-judge:openai:judge", samples=3, match_samples=2
+        )
+    assert report.budget.errored == report.budget.rollouts  # the judge's server failed them all
+    assert report.match_rate.n == 8  # but the policy's model answered every match draw
+    assert not any(n.startswith("openai at ") for n in report.notes), report.notes
+
+
 def test_one_attempt_per_request_gives_nothing_up() -> None:
     # With max_attempts 1 there are no retries to save: failures in a row do not stop requests.
     with LoopbackServer(faults=Faults(script=["500"] * 4)) as server:

@@ -13,11 +13,13 @@
   (a long-lived process tries again after that) and any HTTP response from the server clears it.
   A backend that has had an answer keeps its retries (a 503 or a timeout mid-run is transient).
 - A server that answers but keeps failing is given up on too: once `GIVE_UP_AFTER` requests in a row
-  (no success between them) have used all their attempts, every later request to that base URL fails
-  at once with the error the last of them gave, for `GIVE_UP_SECONDS`; a success clears it. Without
-  this a server that always fails (500s, an exhausted account) costs every rollout its full retries.
+  for one model (no success between them) have used all their attempts, every later request for
+  that model to that base URL fails at once with the error the last of them gave, for
+  `GIVE_UP_SECONDS`; a success clears it. Without this a server that always fails (500s, an
+  exhausted account) costs every rollout its full retries. Per model, because a proxy (LiteLLM) or
+  a multi-model server can fail one model (a judge's) while it serves another (the policy's).
 - OpenAI's 429 `insufficient_quota` is a billing limit, not a rate limit: it fails at once (and
-  later requests with it), whatever the status says.
+  later requests for the model with it), whatever the status says.
 - `post_json(..., optional=True)` is for a request whose failure the caller reads as an answer (a
   capability probe after the server has answered a plain request): it is tried once, and any error
   status but 429, a dropped connection, a timeout or a malformed body raises at once.
@@ -233,9 +235,11 @@ class _Reachability:
     answered_at: float = float("-inf")  # `_now()` of the latest HTTP response, whatever its status
     verdict: str | None = None  # "cannot reach ...": why requests fail at once (without the name)
     until: float = 0.0  # `_now()` when the verdict lapses
-    exhausted: int = 0  # requests in a row, no success between them, that used all their attempts
-    failing: str | None = None  # the error later requests fail with at once (without the name)
-    failing_until: float = 0.0  # `_now()` when `failing` lapses
+    # Per model (a proxy's models can fail one by one): requests in a row, no success between
+    # them, that used all their attempts; and the error later requests fail with at once (without
+    # the name), with the `_now()` when it lapses.
+    exhausted: dict[str, int] = field(default_factory=dict)
+    failing: dict[str, tuple[str, float]] = field(default_factory=dict)
 
 
 _REACHABILITY: dict[str, _Reachability] = {}
@@ -370,12 +374,13 @@ class HttpBackend:
         docstring), as `HTTPStatusFailure` when the server answered with an error status."""
         url = f"{self.base_url}/{path.lstrip('/')}"
         payload = json.dumps(body).encode()
+        model = str(body.get("model", ""))
         headers = {"content-type": "application/json"}
         last = "no attempt made"
         slow = False  # the last attempt was sent but not answered in time (the server is there)
         started = _now()
         for attempt in range(self.max_attempts):
-            verdict = self._given_up()
+            verdict = self._given_up(model)
             if verdict is not None:
                 self.stats.failures += 1
                 self.stats.failed_at_once += 1
@@ -413,8 +418,8 @@ class HttpBackend:
                             self.stats.note("malformed")
                         else:
                             if isinstance(data, dict):
-                                self._reach.exhausted = 0  # it works: nobody gives up on it
-                                self._reach.failing = None
+                                self._reach.exhausted.pop(model, None)  # it works: nobody
+                                self._reach.failing.pop(model, None)  # gives up on it
                                 self.limiter.succeeded()
                                 self.stats.count_usage(data.get("usage"))
                                 return data
@@ -428,7 +433,7 @@ class HttpBackend:
                             "credit, a billing limit and not a rate limit (retrying cannot help; "
                             "check the plan and billing details)"
                         )
-                        self._give_up(failing)
+                        self._give_up(model, failing)
                         message = self._redact(f"{self.name}: {failing}")
                         raise HTTPStatusFailure(message, status, self._redact(text)) from None
                     elif status == 429 or (not optional and _retried(status)):
@@ -479,25 +484,27 @@ class HttpBackend:
             raise BackendError(self._redact(f"{self.name}: {self._reach.verdict}")) from None
         given_up = f"{url}: gave up after {tries}; last: {last}"
         if self.max_attempts > 1:  # with one attempt there are no retries to save
-            self._reach.exhausted += 1
-            if self._reach.exhausted >= GIVE_UP_AFTER:
-                self._give_up(given_up)
+            exhausted = self._reach.exhausted[model] = self._reach.exhausted.get(model, 0) + 1
+            if exhausted >= GIVE_UP_AFTER:
+                self._give_up(model, given_up)
         raise BackendError(self._redact(f"{self.name}: {given_up}")) from None
 
-    def _give_up(self, failing: str) -> None:
-        """Fail every request to this server at once with `failing` for a while (module docstring)."""
-        self._reach.failing = self._redact(failing)
-        self._reach.failing_until = _now() + GIVE_UP_SECONDS
+    def _give_up(self, model: str, failing: str) -> None:
+        """Fail every request for `model` to this server at once with `failing` for a while
+        (module docstring)."""
+        self._reach.failing[model] = (self._redact(failing), _now() + GIVE_UP_SECONDS)
 
-    def _given_up(self) -> str | None:
-        """The error every request fails with at once while the server is given up on, else None.
-        A backend that has had an answer keeps its retries when the server never answered others,
-        but not when it answers with failures only (`failing`)."""
+    def _given_up(self, model: str) -> str | None:
+        """The error a request for `model` fails with at once while the server is given up on
+        (for that model, or for all: it never answered), else None. A backend that has had an
+        answer keeps its retries when the server never answered others, but not when it answers
+        that model with failures only (`failing`)."""
         reach = self._reach
-        if reach.failing is not None:
-            if _now() < reach.failing_until:
-                return self._redact(f"{self.name}: {reach.failing}")
-            reach.failing = None  # long enough: try again (one more exhausted request gives up)
+        if model in reach.failing:
+            failing, until = reach.failing[model]
+            if _now() < until:
+                return self._redact(f"{self.name}: {failing}")
+            del reach.failing[model]  # long enough: try again (one more exhausted request gives up)
         if self._answered or reach.verdict is None:
             return None
         if _now() >= reach.until:
