@@ -215,10 +215,13 @@ def test_insufficient_quota_is_not_retried_and_says_billing() -> None:
         http = make_http(_options(server.url, max_attempts=6))
         first, second = _post(http, 2)
         sent = len(server.requests)
+        url = server.url
     assert sent == 1  # no retry, and the next request failed at once
     assert "\n" not in first and "insufficient_quota" in first and "billing" in first
     assert "not a rate limit" in first and first.startswith("openai: ")
     assert second == first
+    summary = http.summary() or ""  # said "1 requests"
+    assert summary.startswith(f"openai at {url}: 1 request, 0 retried"), summary
 
 
 def test_requests_stop_retrying_after_three_in_a_row_used_all_their_attempts(

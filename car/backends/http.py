@@ -519,7 +519,9 @@ class HttpBackend:
             return None
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(s.by_reason.items()))
         return (
-            f"{self.name} at {self._redact(self.base_url)}: {s.requests} requests, {s.retries} retried"
+            f"{self.name} at {self._redact(self.base_url)}: {s.requests} request"
+            + ("" if s.requests == 1 else "s")
+            + f", {s.retries} retried"
             + (f" ({reasons})" if reasons else "")
             + f", {s.failures} failed"
             + (f" ({s.failed_at_once} at once: the server was given up on)" if s.failed_at_once else "")
