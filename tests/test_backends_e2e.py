@@ -469,6 +469,23 @@ def test_token_usage_and_cost_come_from_the_server(monkeypatch: pytest.MonkeyPat
     assert result.cost == pytest.approx(answered * 12.0 / 1e6)
 
 
+def test_a_server_that_drops_every_connection_is_not_said_to_be_down(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Something that takes the connection and closes it without an answer (another protocol on
+    that port, http:// to an https:// one) was asked "is the server running?": it is."""
+    with _server(faults=Faults(rates={"drop": 1.0})) as server:
+        args = _blame(POLICY, server.url, "--max-attempts", "2", "--no-progress")
+        code, _out, err = _cli(args, capsys)
+    assert code == 3, err
+    assert "Server disconnected without sending a response" in err
+    assert "is the server running" not in err
+    assert (
+        "something there takes connections but closes them without an answer: is the base URL "
+        "right (its port, http:// or https://)?\n"
+    ) in err
+
+
 def test_unreachable_server_ends_the_run_with_one_line() -> None:
     with LoopbackServer() as server:
         dead = server.url  # nothing listens there once the server has stopped

@@ -6,11 +6,12 @@
   and a cap per wait. Any other status fails at once; an HTML page in a 2xx or 4xx answer says to
   check the base URL.
 - A server that has never answered is given up on: once one request has used all its attempts without
-  any HTTP response (connection refused, no route, nothing but timeouts) and no request to that server
-  got one meanwhile, every later request fails at once with the same one-line `BackendError` instead
-  of retrying in turn. The verdict belongs to the base URL, not the backend object, so a batch that
-  builds a backend per trace finds a dead server once, not once per trace; it lasts `GIVE_UP_SECONDS`
-  (a long-lived process tries again after that) and any HTTP response from the server clears it.
+  any HTTP response (connection refused, no route, connections closed unanswered, nothing but
+  timeouts) and no request to that server got one meanwhile, every later request fails at once with
+  the same one-line `BackendError` instead of retrying in turn. The verdict belongs to the base URL,
+  not the backend object, so a batch that builds a backend per trace finds a dead server once, not
+  once per trace; it lasts `GIVE_UP_SECONDS` (a long-lived process tries again after that) and any
+  HTTP response from the server clears it.
   A backend that has had an answer keeps its retries (a 503 or a timeout mid-run is transient).
 - A server that answers but keeps failing is given up on too: once `GIVE_UP_AFTER` requests in a row
   for one model (no success between them) have used all their attempts, every later request for
@@ -378,6 +379,7 @@ class HttpBackend:
         headers = {"content-type": "application/json"}
         last = "no attempt made"
         slow = False  # the last attempt was sent but not answered in time (the server is there)
+        closed = False  # the last attempt's connection was taken, then closed without an answer
         started = _now()
         for attempt in range(self.max_attempts):
             verdict = self._given_up(model)
@@ -394,11 +396,13 @@ class HttpBackend:
                     text = resp.text
                 except httpx.TimeoutException as exc:
                     last = f"timed out after {self.timeout:g}s ({type(exc).__name__})"
-                    slow = isinstance(exc, httpx.ReadTimeout)
+                    slow, closed = isinstance(exc, httpx.ReadTimeout), False
                     self.stats.note("timeout")
                 except httpx.TransportError as exc:
                     last = f"connection failed ({type(exc).__name__}: {exc})"
-                    slow = False
+                    # Refused (nothing listens) or taken, then closed (something does, but does
+                    # not answer HTTP there: another protocol, http:// to an https:// port).
+                    slow, closed = False, not isinstance(exc, httpx.ConnectError)
                     self.stats.note("connection")
                 else:
                     self._answered = True
@@ -471,12 +475,18 @@ class HttpBackend:
                 if COMMAND_LINE.get()
                 else "car.backends.options.configure(timeout=SECONDS), or the `timeout` setting"
             )
-            advice = (
-                "it took the request but did not answer in time: is it busy, or does it need a "
-                f"longer timeout ({longer})?"
-                if slow
-                else "is the server running, and is the base URL right?"
-            )
+            if slow:
+                advice = (
+                    "it took the request but did not answer in time: is it busy, or does it need "
+                    f"a longer timeout ({longer})?"
+                )
+            elif closed:
+                advice = (
+                    "something there takes connections but closes them without an answer: is "
+                    "the base URL right (its port, http:// or https://)?"
+                )
+            else:
+                advice = "is the server running, and is the base URL right?"
             self._reach.verdict = self._redact(
                 f"cannot reach {self.base_url}: no answer in {tries} (last: {last}); {advice}"
             )
