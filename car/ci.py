@@ -239,6 +239,35 @@ def _check_some_policy(policy: object, traces: Sequence[Trace]) -> None:
         raise InputError(f"none of the {len(traces)} traces names a policy: {policy_advice('them')}")
 
 
+def _check_not_all_refused(req: BlameRequest, planned: Sequence[_Planned]) -> None:
+    """A batch whose every trace would be refused before its first model call for one and the same
+    reason (no API key, a plugin that fails to build) fails once, before its estimate: each trace
+    would say it alike. The traces are checked in order (`check_trace`, as `--dry-run` does) only
+    until one would start, the first in a run that works, or is refused for another reason."""
+    if len(planned) < 2:
+        return
+
+    async def common() -> str | None:
+        reason: str | None = None
+        for item in planned:
+            if item.trace is None:
+                return None
+            res = await check_trace(item.path, item.trace, req.options)
+            if (
+                res is None
+                or res.status != "input-error"
+                or res.error in (None, "")
+                or (reason is not None and res.error != reason)
+            ):
+                return None
+            reason = res.error
+        return reason
+
+    reason = asyncio.run(common())
+    if reason is not None:
+        raise InputError(f"every one of the {len(planned)} traces would be refused: {reason}")
+
+
 def _check_blame_gate(names: Sequence[str], traces: Sequence[Trace]) -> None:
     """A --fail-on-blame actor that no trace of the run has is a typo that would never trip."""
     if not traces:
@@ -327,6 +356,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     traces = [p.trace for p in planned if p.trace]
     _check_blame_gate(req.options.gates.fail_on_blame, traces)
     _check_some_policy(req.options.policy, traces)
+    if not req.dry_run and req.executor == "local":  # Ray's workers may hold keys the driver lacks
+        _check_not_all_refused(req, planned)
     estimate = total_estimate(planned)
     if req.dry_run:
         if req.fmt in (OutputFormat.json, OutputFormat.jsonl):  # a script reads it: JSON, as asked

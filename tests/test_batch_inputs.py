@@ -371,3 +371,28 @@ def test_a_batch_whose_traces_all_name_no_policy_fails_once_before_its_estimate(
     shutil.copy(PIVOT, tmp_path / "3.json")
     code, out, err = _run(run_cli, ["blame", str(tmp_path), *FAST, "--no-store"])
     assert code == 2 and "names no policy" in out and "estimate: 4 traces" in err
+
+
+# -- every trace refused alike ----------------------------------------------------------------
+def test_a_batch_every_trace_of_which_is_refused_alike_fails_once_before_its_estimate(
+    run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an API key each trace of a folder failed with the same line, after an estimate of
+    work that never runs (`~272,968 policy calls` for four Who&When logs): one line instead, exit 2.
+    A folder where another refusal is among them runs as before, each on its own line."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for name in ("pivot.json", "or.json", "and.json"):
+        shutil.copy(TRACES / name, tmp_path / name)
+    keyless = ["--policy", "openai:gpt-4o", "--scorer", "sim:pivot", "--no-store"]
+    code, out, err = _run(run_cli, ["blame", str(tmp_path), *FAST, *keyless])
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "car: error: every one of the 3 traces would be refused: OpenAI needs an API key: set "
+        "OPENAI_API_KEY in the environment (or name another variable with --api-key-env)"
+    ]
+    # Refused for different reasons (one file is no trace): each is said, as before.
+    (tmp_path / "broken.json").write_text("{")
+    code, out, err = _run(run_cli, ["blame", str(tmp_path), *FAST, *keyless])
+    assert code == 2 and err.startswith("estimate: 4 traces (1 unreadable)")
+    assert out.count("OpenAI needs an API key") == 3 and "4 traces: 4 input-error" in err
