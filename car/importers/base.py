@@ -528,9 +528,6 @@ class Builder:
     def n_steps(self) -> int:
         return len(self._steps)
 
-    def has_call(self, call_id: str) -> bool:
-        return call_id in self._call_step
-
     def observe(self, call_id: str | None, content: str, *, is_error: bool = False) -> bool:
         """Attach a tool result to the step that made the call; False if no step made it.
 

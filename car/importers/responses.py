@@ -31,21 +31,6 @@ from car.trace import ToolCall, Trace
 
 __all__ = ["OpenAIResponses"]
 
-_ITEM_TYPES = (
-    "message",
-    "function_call",
-    "function_call_output",
-    "reasoning",
-    "compaction",
-    "custom_tool_call",
-    "custom_tool_call_output",
-    "web_search_call",
-    "file_search_call",
-    "computer_call",
-    "computer_call_output",
-    "item_reference",
-)
-
 
 # An Anthropic assistant turn saved as the API's response object is `{"type": "message", "role",
 # "content": [blocks], "stop_reason", ...}`: it must not pass for a Responses message item, whose
