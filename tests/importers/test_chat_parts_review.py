@@ -6,28 +6,15 @@ action's reasoning; and a chat request with one broken message names it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run
+from cli_helpers import run, warnings, write
 
 from car.importers import load_any
-from car.trace import Trace
 
 USER = {"role": "user", "content": "q"}
-
-
-def write(tmp_path: Path, data: Any, name: str = "run.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
-
-
-def warnings(t: Trace) -> dict[str, str]:
-    assert t.fidelity is not None
-    return {w.code: w.message for w in t.fidelity.warnings}
 
 
 @pytest.mark.parametrize(

@@ -9,23 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run
+from cli_helpers import run, warnings, write
 
 from car.errors import InputError
 from car.importers import import_file, load_any
 from car.importers.base import MAX_NESTING
-from car.trace import Trace
-
-
-def write(tmp_path: Path, data: Any, name: str = "run.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return path
-
-
-def warnings(t: Trace) -> dict[str, str]:
-    assert t.fidelity is not None
-    return {w.code: w.message for w in t.fidelity.warnings}
 
 
 def error(path: Path) -> str:
