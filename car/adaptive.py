@@ -70,9 +70,22 @@ class AdaptiveRun:
     seen: Reproductions | None = None  # the rows' draws at recorded contexts
 
 
+def unsampled(
+    m: int, factual: np.ndarray, spent: int, *, confidence: float, min_effect: float, rows: int = 0
+) -> AdaptiveRun:
+    """A run that sampled no step's arm (nothing to attribute, or a refusal): the caller's report
+    says why."""
+    empty = np.full((m, 0), math.nan)
+    state = locus_state(
+        empty, np.array([1.0]), factual_exact=True, confidence=confidence, min_effect=min_effect
+    )
+    return AdaptiveRun(empty, factual, state, "nothing-to-attribute", spent, rows)
+
+
 async def run_adaptive(
     replay: Replay,
     *,
+    record: float | None = None,
     confidence: float = 0.95,
     min_effect: float = 0.1,
     budget: int = 1000,
@@ -81,14 +94,15 @@ async def run_adaptive(
     concurrency: int = 8,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> AdaptiveRun:
-    """The allocation loop (see the module docstring). `budget` counts rollouts, the factual included."""
+    """The allocation loop (see the module docstring). `budget` counts rollouts, the factual included;
+    `record` is the record's value when the caller has scored it already (a deterministic scorer)."""
     runner = RowRunner(replay)
     m = runner.m
     exact = runner.exact
     spent = 0
     factual_cells: list[float] = []
     if exact:
-        factual_cells.append(await runner.record_value())
+        factual_cells.append(await runner.record_value() if record is None else record)
         spent += 1
     cells: list[dict[int, float]] = []
     state: LocusState | None = None
@@ -99,15 +113,7 @@ async def run_adaptive(
     fact = np.array(factual_cells)
     if exact and (len(fact) == 0 or np.isnan(fact[0]) or fact[0] == 0):
         # Nothing to attribute (or nothing scorable): the caller's report explains it.
-        empty = np.full((m, 0), math.nan)
-        state = locus_state(
-            empty,
-            np.array([1.0]),
-            factual_exact=True,
-            confidence=confidence,
-            min_effect=min_effect,
-        )
-        return AdaptiveRun(empty, fact, state, "nothing-to-attribute", spent, 0)
+        return unsampled(m, fact, spent, confidence=confidence, min_effect=min_effect)
 
     def decide(previous: LocusState | None, drops: bool) -> tuple[np.ndarray, np.ndarray, LocusState]:
         """The outcome matrices so far and the locus decided on them (drops: the final report's)."""
@@ -232,7 +238,8 @@ async def blame_adaptive_async(
     rollouts (default: 32 per decision step; less than `minimum_budget` is a `BudgetError`);
     `target_width` stops once every still-open step's effect interval has at most this half-width.
     """
-    from car.attribution import _report, _settle, headline, match_draws, prepare
+    from car.attribution import _report, _settle, headline, match_draws, never_reproduced, prepare
+    from car.report import NEVER_REPRODUCES
 
     check_arguments(policy=policy, env=env, scorer=scorer, progress=progress)
     trace, path, comps, replay = prepare(trace, policy, env, scorer, seed=seed, runner=runner)
@@ -247,20 +254,39 @@ async def blame_adaptive_async(
             concurrency=concurrency,
             min_effect=min_effect,
         )
-        run = await run_adaptive(
-            replay,
-            confidence=confidence,
-            min_effect=min_effect,
-            budget=budget,
-            target_width=target_width,
-            batch=LOOK_ROWS,
-            concurrency=concurrency,
-            progress=progress,
-        )
-        nothing = run.stopped == "nothing-to-attribute"  # no policy call to find that out
+        # As `blame` does: the record scored (no policy call), then the match draws, and when they
+        # alone show that the policy is not the recording agent, no step's arm is sampled (a noisy
+        # scorer re-scores the record, calling no policy, to say whether it failed).
+        rows = RowRunner(replay)
+        record = await rows.record_value() if rows.exact else None
+        nothing = record is not None and (math.isnan(record) or record == 0)
         matches = (
             None if nothing else await match_draws(replay, match_samples, concurrency, lambda: None)
         )
+        refused = never_reproduced(matches, confidence)
+        if refused:
+            factual = np.array([record])
+            if record is None:
+                observed = await gather_all(
+                    (rows.row(rows.arms(()), r) for r in range(LOOK_ROWS)), concurrency
+                )
+                factual = rows.matrix([row for row, _ in observed])[1]
+            spent, n_rows = (1, 0) if record is not None else (LOOK_ROWS, LOOK_ROWS)
+            run = unsampled(
+                len(decisions), factual, spent, confidence=confidence, min_effect=min_effect, rows=n_rows
+            )
+        else:
+            run = await run_adaptive(
+                replay,
+                record=record,
+                confidence=confidence,
+                min_effect=min_effect,
+                budget=budget,
+                target_width=target_width,
+                batch=LOOK_ROWS,
+                concurrency=concurrency,
+                progress=progress,
+            )
         report = _report(
             trace,
             path,
@@ -290,6 +316,8 @@ async def blame_adaptive_async(
             )
         elif certified:
             statement = f"certified at {level}: no step's effect exceeds {least}"
+        elif refused and report.abstained_reason == NEVER_REPRODUCES:
+            statement = "not sampled: the match draws alone show the policy is not the recording agent"
         elif run.stopped == "nothing-to-attribute":
             statement = f"nothing to attribute: {report.abstained_reason}"
         else:

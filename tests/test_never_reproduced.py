@@ -159,3 +159,28 @@ def test_a_noisy_scorer_still_scores_the_record_when_the_draws_refuse() -> None:
     )
     assert report.abstained_reason == NEVER_REPRODUCES
     assert report.budget.policy_calls == 80 and report.factual.n == 32
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+def test_adaptive_sampling_refuses_on_the_match_draws_before_it_samples(noisy: bool) -> None:
+    """`--adaptive` drew the match draws after its sampling: the refusal cost its whole budget."""
+    import asyncio
+
+    from car.adaptive import blame_adaptive_async
+
+    model = Slip(params={"p": 0.0, "n": 10})
+    scorer = SimScorer(model, "sim:slip")
+    scorer.deterministic = not noisy
+    report = asyncio.run(
+        blame_adaptive_async(
+            Slip(params={"p": 0.1, "n": 10}).recorded_trace(),
+            policy=SimPolicy(model, "sim:slip"),
+            env=SimEnvironment(model, "sim:slip"),
+            scorer=scorer,
+        )
+    )
+    assert report.abstained_reason == NEVER_REPRODUCES and report.budget.policy_calls == 80
+    assert report.budget.rollouts == (8 if noisy else 1)  # the record, re-scored or scored once
+    assert report.adaptive is not None and report.adaptive.statement == (
+        "not sampled: the match draws alone show the policy is not the recording agent"
+    )
