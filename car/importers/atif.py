@@ -156,13 +156,14 @@ class Atif:
 
 def _text(b: Builder, value: Any, at: At) -> str:
     """A message or a result's content as text: a string, or (v1.6) a list of parts whose text parts
-    are joined; image parts are not imported, and a warning says so."""
+    are joined; other parts (images, audio) are not imported, and a warning names their kinds."""
     if isinstance(value, list):
         media = [
             j for j, p in enumerate(value) if isinstance(p, dict) and p.get("type") not in (None, "text")
         ]
         if media:
-            b.attachments("images in messages or results", at / media[0])
+            kinds = sorted({str(value[j]["type"]) for j in media})  # "image", "audio", ...
+            b.attachments(f"{' and '.join(kinds)} parts in messages or results", at / media[0])
     if value is not None and not isinstance(value, str | list):
         at.fail("a string or a list of content parts", value)
     return text_of(value, at)

@@ -379,3 +379,21 @@ def test_every_field_given_a_wrong_type_is_an_input_error(name: str) -> None:
     for path in _paths(original)[1:]:
         for new in (True, 7, "x", None, {}, [], [True], {"k": True}):
             _convert(NEW_FIXTURES[name], _replace(copy.deepcopy(original), path, new))
+
+
+def test_an_atif_part_that_is_not_an_image_is_not_called_one(tmp_path: Path) -> None:
+    """An audio part was warned about as "images in messages or results"."""
+    audio = {"type": "audio", "source": {"media_type": "audio/wav", "path": "a.wav"}}
+    data = {
+        "schema_version": "ATIF-v1.7",
+        "trajectory_id": "traj-a",
+        "agent": {"name": "a", "version": "1"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": [{"type": "text", "text": "Listen"}, audio]},
+            {"step_id": 2, "source": "agent", "message": "A dog barks."},
+        ],
+    }
+    (t,) = import_file(_write(tmp_path, "run.json", data))
+    assert t.fidelity is not None
+    (warning,) = [w for w in t.fidelity.warnings if w.code == "attachments-unresolved"]
+    assert warning.message.startswith("audio parts in messages or results were not imported")
