@@ -492,13 +492,17 @@ def plugins(debug: Annotated[bool, _DEBUG_OPTION] = False) -> None:
 
 @app.command(
     cls=_Command,
-    epilog=_examples("car validate traces/support-refund.json", "car validate traces/"),
+    epilog=_examples(
+        "car validate traces/support-refund.json",
+        "car validate traces/",
+        "car validate traces/pivot.json traces/or.json   # several: one table",
+    ),
 )
 def validate(
-    trace: Annotated[
-        Path,
+    traces: Annotated[
+        list[Path],
         typer.Argument(
-            help="A trace file (any format car imports) or a directory of them.",
+            help="Trace files (any format car imports) or directories of them.",
             show_default=False,
             metavar="TRACE",
         ),
@@ -511,9 +515,9 @@ def validate(
     ] = "auto",
     debug: Annotated[bool, _DEBUG_OPTION] = False,
 ) -> None:
-    """Check a trace file, or every trace file under a directory.
+    """Check trace files, or every trace file under a directory.
 
-    A file gets a one-line summary, a directory a table.
+    One file gets a one-line summary; a directory, or several paths, a table.
     """
     from car.jsonfile import utf8_text
     from car.stdout import StdoutWriter
@@ -521,13 +525,14 @@ def validate(
 
     # stdout may refuse the results (a full disk): they are saved to a file, named in one line
     out = StdoutWriter("the results", ".txt", prefix="car-validate-")
-    if is_folder(trace):
+    trace = traces[0]
+    if len(traces) > 1 or is_folder(trace):
         from car.importers.batch import check_path, render_rows
 
-        rows = check_path(trace, source_format)
+        rows = [row for path in traces for row in check_path(path, source_format)]
         if not rows:
             raise CarError(f"{trace}: no trace files (*.json, *.jsonl, *.eval) under this directory")
-        out.write(render_rows(rows, trace))
+        out.write(render_rows(rows, trace if len(traces) == 1 else None))
         if out.close() or any(r.error is not None for r in rows):
             raise SystemExit(2)
         return

@@ -52,7 +52,7 @@ def test_a_group_without_a_command_shows_its_help(run_cli, args: list[str], usag
             {
                 "blame": "Find which step of each failed run caused its failure.",
                 "plugins": "List the policies, environments and scorers car can use.",
-                "validate": "Check a trace file, or every trace file under a directory.",
+                "validate": "Check trace files, or every trace file under a directory.",
                 "import": "Convert a run log in another format into a car trace.",
                 "schema": "Print the JSON Schema of the trace (or report) format.",
                 "merge": "Combine shard stores (from `car blame --shard K/N`) into one.",

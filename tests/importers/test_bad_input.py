@@ -601,6 +601,24 @@ def test_validate_dir_reports_each_file_and_fails_only_for_bad_ones(
     assert "2 files, 1 run ok, 1 failed" in out
 
 
+def test_validate_of_several_paths_is_one_table(
+    tmp_path: Path,
+    fixtures: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`car validate traces/*.json` (the shell names every file) was a usage error: one path only."""
+    monkeypatch.chdir(tmp_path)
+    Path("good.json").write_text((fixtures / "openai_chat.json").read_text())
+    Path("sub").mkdir()
+    Path("sub", "bad.json").write_text('{"hello": 1}')
+    assert run(["validate", "good.json", "sub", "missing.json"]) == 2
+    out = capsys.readouterr().out
+    assert "openai-chat" in out and "sub/bad.json" in out and "missing.json: no such file" in out
+    assert "3 files, 1 run ok, 2 failed" in out
+    assert run(["validate", "good.json", "good.json"]) == 0
+
+
 # -- property-based fuzzing ----------------------------------------------------------------------------
 JSON = st.recursive(
     st.none()
