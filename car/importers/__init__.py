@@ -138,8 +138,9 @@ def _runs(path: str | Path, fmt: str) -> Runs:
             name = "car"  # a native trace with a broken header: let its validation say what is wrong
         if name is None and doc.problem:  # not JSON (nor an Inspect log): that is the whole story
             raise InputError(f"{doc.path}: {doc.problem}")
-        if name is None and _car_results(doc.data):  # as a report is asked "is this a report?"
-            raise InputError(f"{doc.path}: {_car_results(doc.data)}, not a trace; `car report` reads it")
+        # car's own results, named as a report is ("is this a report?")
+        if name is None and (results := _car_results(doc.data)):
+            raise InputError(f"{doc.path}: {results}, not a trace; `car report` reads it")
         if name is None:
             raise InputError(
                 f"{doc.path}: not a trace format car recognises; car knows: {known()} "
