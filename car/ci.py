@@ -34,7 +34,7 @@ from car.errors import CarError, InputError
 from car.formats import OutputFormat
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason, utf8_text
-from car.outputs import counts_line, jsonl_line, render_output
+from car.outputs import counts_line, jsonl_line, render_output, write_step_summary
 from car.render import literal
 from car.report import Report, listed
 from car.stdout import keep, refused
@@ -385,7 +385,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             else:
                 write_report(path, text)
                 written(fmt, path)
-        return EXIT_OK
+        return EXIT_USAGE if step_summary(outputs, [], batch=True) else EXIT_OK
 
     store = open_store(req.store_path, req.no_store, say)
     resume: str | None = None  # set when interrupted: whether and how a rerun resumes
@@ -537,6 +537,7 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             kept_in.append(path)
             if resume is None:
                 written(fmt, path)
+    write_failed |= step_summary(outputs, results, batch=batch)
     if resume is not None:
         raise Interrupted(_interrupted_line(results, kept_in, resume, unwritten))
     if len(results) < len(planned):
@@ -662,6 +663,19 @@ async def _refusals(req: BlameRequest, planned: Sequence[_Planned]) -> list[Trac
         elif (res := await check_trace(item.path, item.trace, req.options)) is not None:
             out.append(res)
     return out
+
+
+def step_summary(
+    outputs: Sequence[tuple[OutputFormat, Path | None]], results: Sequence[TraceResult], *, batch: bool
+) -> bool:
+    """The github format's job summary, once a run however many github outputs it renders;
+    whether writing it failed (the error line is printed)."""
+    if not any(fmt is OutputFormat.github for fmt, _ in outputs):
+        return False
+    problem = write_step_summary(results, batch=batch)
+    if problem is not None:
+        print(f"car: error: {problem}", file=sys.stderr)
+    return problem is not None
 
 
 def print_table(results: Sequence[TraceResult], out: IO[str], *, batch: bool) -> bool:

@@ -756,7 +756,14 @@ def report_cmd(
     """
     global _DEBUG
     _DEBUG = debug
-    from car.ci import check_rerender_output, print_table, rerender, suffix_note, write_report
+    from car.ci import (
+        check_rerender_output,
+        print_table,
+        rerender,
+        step_summary,
+        suffix_note,
+        write_report,
+    )
     from car.gates import final_exit_code
     from car.outputs import counts_line
 
@@ -779,6 +786,8 @@ def report_cmd(
     else:
         write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
         print(f"{fmt.value} report written to {output}{suffix_note(output, by_suffix)}", file=sys.stderr)
+    if step_summary([(fmt, output)], results, batch=len(results) > 1):
+        raise typer.Exit(2)
     # As car blame exited for these traces.
     code = final_exit_code((r.exit_code for r in results), exit_zero=exit_zero)
     if code:

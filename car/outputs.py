@@ -39,7 +39,7 @@ from car.batch import RECORD_VERSION, Status, TraceResult, report_status
 from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
-from car.jsonfile import describe_validation_error, kind_of, loads, read_bytes
+from car.jsonfile import describe_validation_error, kind_of, loads, os_reason, read_bytes
 from car.render import (
     Layout,
     as_blocks,
@@ -65,6 +65,7 @@ from car.report import (
     shared_credit,
 )
 from car.shapley import credited_players
+from car.stdout import keep
 from car.tracefiles import is_folder, natural_key
 
 __all__ = [
@@ -523,12 +524,27 @@ def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATI
 def _github(results: Sequence[TraceResult], batch: bool) -> str:
     lines = github_annotations(results)
     body = "\n".join(lines) + ("\n" if lines else "")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        return body  # the summary goes to the job's summary, once a run (`write_step_summary`)
+    return body + fit_bytes(_markdown(results, batch), GITHUB_SUMMARY_LIMIT)
+
+
+def write_step_summary(results: Sequence[TraceResult], *, batch: bool) -> str | None:
+    """Append the Markdown summary to `$GITHUB_STEP_SUMMARY` when that is set: the github format's
+    summary, written once however many github outputs a run renders. Returns the error line when
+    the file cannot be written; the summary is then kept in a file of its own."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
     markdown = _markdown(results, batch)
-    if summary:
-        write_github_summary(markdown, summary)
-        return body
-    return body + fit_bytes(markdown, GITHUB_SUMMARY_LIMIT)
+    try:
+        write_github_summary(markdown, path)
+    except OSError as exc:
+        return (
+            f"{path} ($GITHUB_STEP_SUMMARY): cannot write the job summary ({os_reason(exc)}); "
+            f"{keep(markdown, '.md', 'car-summary-')}"
+        )
+    return None
 
 
 # -- junit --------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from car.outputs import (
     render_output,
     summary_rows,
     write_github_summary,
+    write_step_summary,
 )
 from car.report import Report
 from tests.conftest import METERED, TRACES
@@ -480,6 +482,8 @@ def test_github_summary_is_appended_and_capped(
         line.startswith(f"::warning file={PIVOT},title=car blames step 1 (agent)::{PIVOT}: ")
         for line in text.splitlines()
     )
+    assert summary.read_text() == "# earlier step output\n"  # rendering writes nothing
+    assert write_step_summary(mixed_results, batch=True) is None
     body = summary.read_text()
     assert body.startswith("# earlier step output\n## car blame")
     assert "| trace | outcome |" in body
@@ -489,6 +493,50 @@ def test_github_summary_is_appended_and_capped(
     data = summary.read_bytes()
     assert len(data) <= GITHUB_SUMMARY_LIMIT
     assert data.rstrip().endswith(b"the full report is in the JSON or JSONL output.")
+
+
+def test_github_summary_is_written_once_a_run(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = work / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    argv = ["blame", PIVOT, *FAST, "--format", "github", "--report", "github=gh.txt"]
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    assert out.startswith("::warning ")
+    assert summary.read_text().count("## car blame") == 1  # two github outputs, one summary
+    assert "## car blame" not in (work / "gh.txt").read_text()
+
+
+def test_car_report_writes_the_github_summary(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(["blame", PIVOT, *FAST, "--format", "json", "-o", "r.json"], capsys)[0] == 0
+    summary = work / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, _ = run(["report", "r.json", "--format", "github"], capsys)
+    assert code == 0 and out.startswith("::warning ") and "## car blame" not in out
+    assert summary.read_text().count("## car blame") == 1
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(work / "missing" / "summary.md"))
+    monkeypatch.setattr(tempfile, "tempdir", str(work))
+    code, out, err = run(["report", "r.json", "--format", "github"], capsys)
+    assert code == 2 and out.startswith("::warning ")
+    assert "cannot write the job summary" in err and "Traceback" not in err
+
+
+def test_an_unwritable_github_summary_is_one_line_and_kept(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(work / "missing" / "summary.md"))
+    monkeypatch.setattr(tempfile, "tempdir", str(work))
+    code, out, err = run(["blame", PIVOT, *FAST, "--format", "github", "-q"], capsys)
+    assert code == 2
+    assert out.startswith("::warning ")  # the annotations still reach the log
+    (line,) = err.splitlines()
+    assert line.startswith(f"car: error: {work / 'missing' / 'summary.md'} ($GITHUB_STEP_SUMMARY): ")
+    assert "cannot write the job summary" in line
+    kept = Path(line.split("saved it to ")[1].split(" instead")[0])
+    assert kept.read_text().startswith("## car blame")
 
 
 def test_fit_bytes_cuts_at_a_line_and_keeps_utf8() -> None:
