@@ -230,6 +230,28 @@ def _unreported_prices(prices: Mapping[str, float], results: Sequence[TraceResul
     return f"--price {', '.join(missing)}: no such counter in this run ({seen}); its cost is 0"
 
 
+def _unused_backend(req: BlameRequest, results: Sequence[TraceResult]) -> str | None:
+    """The model-server options given on the command line (`--temperature 0.2`) when every report's
+    components are local built-ins, which talk to no model server: the options changed nothing."""
+    from car.config import BACKEND_KEYS
+    from car.specs import runs_here
+
+    given = req.options.given or {}
+    shown = [given[key] for key in BACKEND_KEYS if key in given]
+    reports = [r.report for r in results if r.report is not None]
+    kinds = ("policy", "env", "scorer")
+    if not shown or not reports:
+        return None
+    if not all(runs_here(kind, getattr(r.specs, kind)) for r in reports for kind in kinds):
+        return None
+    specs = list(dict.fromkeys(getattr(r.specs, kind) for r in reports for kind in kinds))
+    more = f" and {len(specs) - 3} more" if len(specs) > 4 else ""
+    return (
+        f"{listed(shown)} {'was' if len(shown) == 1 else 'were'} not used: no component of this "
+        f"run talks to a model server ({', '.join(specs[:3] if more else specs)}{more})"
+    )
+
+
 def _check_some_policy(policy: object, traces: Sequence[Trace]) -> None:
     """A batch whose traces all lack a policy, with none given, fails as a whole before its
     estimate, once: each trace would fail alike, after an estimate of work that never runs."""
@@ -553,9 +575,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             sys.stderr.write(render_output(OutputFormat.table, results, batch=True))
     if batch:
         say(counts_line(results))
-    unpriced = _unreported_prices(req.options.prices, results)
-    if unpriced:
-        say(f"car: note: {unpriced}")
+    for note in (_unreported_prices(req.options.prices, results), _unused_backend(req, results)):
+        if note:
+            say(f"car: note: {note}")
     for res in results:
         if res.status in ("input-error", "backend-error") and (not batch or req.quiet):
             # An input error or a backend's failure names the trace it hit, as --dry-run's line

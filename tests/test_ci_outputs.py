@@ -524,6 +524,23 @@ def test_car_report_writes_the_github_summary(
     assert "cannot write the job summary" in err and "Traceback" not in err
 
 
+def test_model_server_options_that_reach_no_model_are_named(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["blame", PIVOT, *FAST, "--temperature", "0.3", "--base-url", "http://127.0.0.1:9/v1"]
+    code, _, err = run(args, capsys)
+    assert code == 0
+    assert err.splitlines()[-1] == (
+        "car: note: --base-url http://127.0.0.1:9/v1 and --temperature 0.3 were not used: no "
+        "component of this run talks to a model server (sim:pivot)"
+    )
+    # A plugin's code may read them: no note.
+    scorer = str(Path(__file__).parents[1] / "scorers" / "refund.py") + "@refund_outside_window"
+    support = str(TRACES / "support-refund.json")
+    code, _, err = run(["blame", support, *FAST, "--temperature", "0.3", "--scorer", scorer], capsys)
+    assert code == 0 and "not used" not in err
+
+
 def test_an_unwritable_github_summary_is_one_line_and_kept(
     work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
