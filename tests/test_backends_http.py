@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from car.backends import http
 from car.backends.http import (
     AdaptiveLimiter,
     HttpBackend,
@@ -115,6 +116,18 @@ def test_gives_up_after_bounded_attempts() -> None:
         with pytest.raises(BackendError, match="gave up after 3 attempts; last: HTTP 500"):
             _post(server, max_attempts=3)
         assert server.count() == 3
+
+
+def test_a_longer_wait_than_car_gives_is_named_in_the_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "MAX_WAIT", 0.01)
+    with LoopbackServer(faults=Faults(rates={"429": 1.0}, retry_after="600")) as server:
+        with pytest.raises(BackendError) as err:
+            _post(server, max_attempts=2)
+        assert server.count() == 2
+    assert str(err.value).endswith(
+        "gave up after 2 attempts; last: HTTP 429: rate limited, slow down (it asked for a wait of "
+        "600s; car waits at most 0.01s between attempts)"
+    )
 
 
 def test_client_errors_fail_at_once() -> None:

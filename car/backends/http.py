@@ -443,6 +443,11 @@ class HttpBackend:
                     elif status == 429 or (not optional and _retried(status)):
                         retry_after = retry_after_seconds(resp.headers)
                         last = f"HTTP {status}: {_error_text(text)}"
+                        if retry_after is not None and retry_after > MAX_WAIT:
+                            last += (
+                                f" (it asked for a wait of {retry_after:.0f}s; car waits at most "
+                                f"{MAX_WAIT:g}s between attempts)"
+                            )
                         self.stats.note(str(status))
                         if status == 429:
                             rate_limited = True
