@@ -339,12 +339,8 @@ async def blame_async(
             min_effect=min_effect,
             max_error_rate=max_error_rate,
             seen=rows.seen,
+            arms_skipped=unreproduced,
         )
-        if unreproduced and report.abstained_reason == NEVER_REPRODUCES:
-            at = next(i for i, n in enumerate(report.notes) if n.startswith("the policy never"))
-            report.notes.insert(
-                at + 1, "no step's rollouts were run: the match draws alone decided that"
-            )
         report = await shapley_into_report(
             report,
             replay,
@@ -615,9 +611,11 @@ def _report(
     max_error_rate: float,
     precomputed: ContrastiveResult | None = None,
     seen: Reproductions | None = None,
+    arms_skipped: bool = False,
 ) -> Report:
     """The report of one contrastive analysis. `seen` counts the rollouts' own draws at recorded
-    contexts: with the match draws, they decide whether a step was never reproduced."""
+    contexts: with the match draws, they decide whether a step was never reproduced.
+    `arms_skipped`: no step's rollouts ran, because the match draws alone refused the policy."""
     from car import __version__
 
     decisions = trace.decision_steps
@@ -667,6 +665,8 @@ def _report(
                     f"recorded contexts (its rate is below {upper:.1%}): it is probably not the "
                     "agent that recorded this trace (another model or prompt)"
                 )
+                if arms_skipped and abstain is None:  # the refusal is the verdict
+                    notes.append("no step's rollouts were run: the match draws alone decided that")
                 abstain = abstain or NEVER_REPRODUCES
             else:
                 notes.append(
