@@ -502,7 +502,7 @@ def validate(
     traces: Annotated[
         list[Path],
         typer.Argument(
-            help="Trace files (any format car imports) or directories of them.",
+            help="Trace files (any format car imports), directories of them, or glob patterns.",
             show_default=False,
             metavar="TRACE",
         ),
@@ -523,6 +523,8 @@ def validate(
     from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
 
+    # A pattern the shell left alone (quoted, or on Windows) is matched here, as `car blame` does.
+    traces = [Path(p) for item in traces for p in _matched(item)]
     # stdout may refuse the results (a full disk): they are saved to a file, named in one line
     out = StdoutWriter("the results", ".txt", prefix="car-validate-")
     trace = traces[0]
@@ -577,6 +579,14 @@ def validate(
         refused = True
     if out.close() or refused:
         raise SystemExit(2)
+
+
+def _matched(item: Path) -> list[str]:
+    """The files a glob that names no file matches (`car blame`'s rule); any other path as it is."""
+    from car.batch import expand_paths
+
+    text = str(item)
+    return expand_paths([item]) if any(ch in text for ch in "*?[") and not item.exists() else [text]
 
 
 @app.command(

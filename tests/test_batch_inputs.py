@@ -396,3 +396,19 @@ def test_a_batch_every_trace_of_which_is_refused_alike_fails_once_before_its_est
     code, out, err = _run(run_cli, ["blame", str(tmp_path), *FAST, *keyless])
     assert code == 2 and err.startswith("estimate: 4 traces (1 unreadable)")
     assert out.count("OpenAI needs an API key") == 3 and "4 traces: 4 input-error" in err
+
+
+def test_validate_matches_a_pattern_the_shell_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """`car validate 'd/*.json'` (quoted) said "no such file", where `car blame` matches it."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json", "b.json", "x/c.json")
+    code, out, _ = _run(run_cli, ["validate", "d/*.json"])
+    assert code == 0
+    assert "d/a.json" in out and "d/b.json" in out and "c.json" not in out
+    assert "2 files, 2 runs ok, 0 failed" in out
+    code, out, _ = _run(run_cli, ["validate", "d/a*.json"])  # one file: its one line
+    assert code == 0 and out.startswith("d/a.json: ok: car.trace/v1")
+    code, out, err = _run(run_cli, ["validate", "d/z*.json"])
+    assert code == 2 and err.strip() == "car: error: d/z*.json: the pattern matches no file"
