@@ -15,8 +15,8 @@ or `car.record/v1` lines, failed traces included.
 
 Trace text is untrusted: every format but JSON shows its control and bidirectional characters as
 `\\xNN` escapes (`car.render.visible`); Markdown escapes table and HTML syntax, workflow commands
-percent-encode their data and properties, XML goes through ElementTree. The table and the HTML
-page, which wrap trace text or keep its line breaks, start no line with a runner's `::`
+percent-encode their data and properties, XML goes through ElementTree. The table, JUnit XML and
+the HTML page, which wrap trace text or keep its line breaks, start no line with a runner's `::`
 (`car.render.no_commands`).
 """
 
@@ -588,7 +588,8 @@ def _junit(results: Sequence[TraceResult], batch: bool) -> str:
                 f"{r.headline}\nmatch rate {_pct(r.match_rate)}; {many(r.budget.rollouts, 'rollout')}"
             )
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    xml = ET.tostring(suites, encoding="unicode")  # a headline keeps an actor id's line breaks
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + no_commands(xml, colon="&#58;") + "\n"
 
 
 def _xml_safe(text: str) -> str:

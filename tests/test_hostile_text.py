@@ -148,3 +148,29 @@ def test_no_line_starts_with_a_workflow_command_from_trace_text(
         lines = (res.out + res.err).splitlines()
         assert [line for line in lines if re.match(r"\s*::", line) and not ours.match(line)] == []
         assert "pwned" in res.out or "pwned" in res.err  # the text is shown, not dropped
+
+
+def test_junit_starts_no_line_with_a_workflow_command_from_an_actor_id(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """JUnit's `<system-out>` holds the headline, which keeps the line breaks of an actor id: an id
+    `support\\n::error::pwned` put `::error::pwned` at the start of a line of `--format junit`,
+    an annotation when a CI log shows it. The XML still reads back as the id."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    actor = "support\n::error::pwned\n  ::stop-commands::hush"
+    doc["actors"][0]["id"] = actor
+    for step in doc["steps"]:
+        step["actor"] = actor
+    doc.pop("replay")
+    doc.pop("metadata")
+    (tmp_path / "t.json").write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
+    res = run_cli(
+        "blame", tmp_path / "t.json", "--policy", f"{tmp_path / 'copy.py'}@policy",
+        "--env", "recorded", "--scorer", "tool-called:issue_refund", "--samples", "8",
+        "--no-store", "--format", "junit",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert [line for line in res.out.splitlines() if re.match(r"\s*::", line)] == []
+    out = ET.fromstring(res.out).findtext("testsuite/testcase/system-out") or ""
+    assert f"Step 2 ({actor}: issue_refund(" in out
