@@ -390,7 +390,9 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         # A pre-check that passes on input the run would refuse is no pre-check: name each one.
         refused = asyncio.run(_refusals(req, planned))
         for res in refused:
-            print(f"car: error: {_located(res.path, res.label, res.error or '')}", file=sys.stderr)
+            print(
+                f"car: error: {literal(_located(res.path, res.label, res.error or ''))}", file=sys.stderr
+            )
         return final_exit_code([r.exit_code for r in refused], exit_zero=req.exit_zero)
     for _, path in outputs:
         if path is not None:
@@ -584,10 +586,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             # does (`_located`); -q hides the progress lines and the summary that name a batch's,
             # so its errors stay, named.
             print(
-                f"car: error: {_located(res.path, res.label, res.error or res.status)}", file=sys.stderr
+                f"car: error: {literal(_located(res.path, res.label, res.error or res.status))}",
+                file=sys.stderr,
             )
         elif res.status == "budget" and not batch:
-            print(f"car: budget: {res.path}: {res.error}", file=sys.stderr)
+            print(f"car: budget: {literal(f'{res.path}: {res.error}')}", file=sys.stderr)
         elif res.status == "gate" and not batch:
             for g in res.gates:
                 print(f"car: gate: {literal(g)}", file=sys.stderr)

@@ -143,7 +143,9 @@ def _fail(exc: BaseException, code: int) -> NoReturn:
 
         traceback.print_exception(exc)
         raise SystemExit(code)
-    message = " ".join(str(exc).split()) or type(exc).__name__
+    from car.render import literal  # an error may quote trace text or a file's name
+
+    message = str(literal(" ".join(str(exc).split()))) or type(exc).__name__
     print(f"car: error: {message}", file=sys.stderr)
     raise SystemExit(code)
 
@@ -519,7 +521,7 @@ def validate(
 
     One file gets a one-line summary; a directory, or several paths, a table.
     """
-    from car.jsonfile import utf8_text
+    from car.render import literal
     from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
 
@@ -546,15 +548,16 @@ def validate(
     for t in runs:
         problem = no_decisions(t, str(trace))
         if problem is not None:  # `car blame` refuses it: not ok
-            print(f"car: error: {problem}", file=sys.stderr)
+            print(f"car: error: {literal(problem)}", file=sys.stderr)
             refused = True
             continue
-        actors = sorted({s.actor for s in t.steps})
-        name = utf8_text(str(trace))  # stdout may not take a file name byte that is not UTF-8
+        # trace text: its escape sequences and line breaks are shown, not acted on
+        actors = sorted(str(literal(a)) for a in {s.actor for s in t.steps})
+        name = str(literal(str(trace)))
         where = (
             name
             if t.source is None or t.source.locator in (None, "$")
-            else f"{name} ({t.source.locator})"
+            else f"{name} ({literal(t.source.locator)})"
         )
         origin = ""
         if t.source is not None and t.fidelity is not None:
@@ -570,12 +573,14 @@ def validate(
         )
         for w in t.fidelity.warnings if t.fidelity is not None else ():
             # what is missing, and the fix where there is one
-            out.write(f"  warning {w.code}: {w.message}\n")
+            out.write(f"  warning {literal(w.code)}: {literal(w.message)}\n")
     for index, exc in runs.skipped:
         # `car import` skips such a run with a warning; a file that holds one is not valid, as the
         # row of `car validate DIR` says
         why = " ".join(str(exc).removeprefix(f"{trace}: ").split())
-        print(f"car: error: {trace}: run {index} cannot be imported: {why}", file=sys.stderr)
+        print(
+            f"car: error: {literal(f'{trace}: run {index} cannot be imported: {why}')}", file=sys.stderr
+        )
         refused = True
     if out.close() or refused:
         raise SystemExit(2)
@@ -631,9 +636,10 @@ def import_(
     Chat logs, OTLP spans, Inspect logs and more: see --from.
     """
     from car.importers.convert import write_imported
+    from car.render import literal
 
     for line in write_imported(file, source_format, output, item):
-        print(line, file=sys.stderr)
+        print(literal(line), file=sys.stderr)  # names the trace by its id: trace text
 
 
 @app.command(cls=_Command)

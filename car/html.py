@@ -698,5 +698,7 @@ def html_page(
     """The HTML page of a report, with the trace's timeline when the trace can be found."""
     trace, missing = locate_trace(report, near=near, given=given)
     if missing:
-        print(f"car: note: {missing}; rendering without the timeline", file=sys.stderr)
+        from car.render import literal  # the report's trace path, or a trace's error: untrusted
+
+        print(f"car: note: {literal(missing)}; rendering without the timeline", file=sys.stderr)
     return render_html(report, trace, trace_missing=missing, stored=stored)

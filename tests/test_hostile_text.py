@@ -174,3 +174,83 @@ def test_junit_starts_no_line_with_a_workflow_command_from_an_actor_id(
     assert [line for line in res.out.splitlines() if re.match(r"\s*::", line)] == []
     out = ET.fromstring(res.out).findtext("testsuite/testcase/system-out") or ""
     assert f"Step 2 ({actor}: issue_refund(" in out
+
+
+def test_validate_and_import_lines_show_escapes(run_cli: RunCli, tmp_path: Path) -> None:
+    """`car validate FILE` printed the actors, and `car import` the trace id, raw: their escape
+    sequences restyled the terminal, and a line break put `::error::` at a line's start."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    actor = "support " + HOSTILE + "\n::error::pwned"
+    doc["id"] = "t " + HOSTILE + "\n::error::pwned"
+    doc["actors"][0]["id"] = actor
+    for step in doc["steps"]:
+        step["actor"] = actor
+    doc["source"] = {"format": "car", "locator": "run " + HOSTILE}
+    doc["fidelity"] = {"class": "B", "warnings": [{"code": "c", "message": "m " + HOSTILE}]}
+    (tmp_path / "t.json").write_text(json.dumps(doc), encoding="utf-8")
+    valid = run_cli("validate", tmp_path / "t.json")
+    assert valid.code == 0, valid.err
+    assert "t.json (run \\x1b[31mred" in valid.out and "actors support \\x1b[31mred" in valid.out
+    assert "warning c: m \\x1b[31mred" in valid.out
+    imported = run_cli("import", tmp_path / "t.json", "-o", tmp_path / "out.json")
+    assert imported.code == 0, imported.err
+    assert "imported t \\x1b[31mred" in imported.err
+    assert json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["id"] == doc["id"]
+    for text in (valid.out, imported.err):
+        assert _raw(text) == set(), text
+        assert [line for line in text.splitlines() if re.match(r"\s*::", line)] == []
+
+
+def test_error_lines_show_a_file_names_escapes(
+    run_cli: RunCli, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error names its file: a trace file whose name holds an escape sequence (a window title)
+    and a right-to-left override had them printed raw on stderr, by `car validate`, by `car blame`
+    and its `--dry-run`, and in the lines of a trace with no decision step or over the budget, or
+    of a run that cannot be imported."""
+    name = "\x1b]0;title\x07\u202e"
+    shown = "\\x1b]0;title\\x07\\x202e"
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    good, bad, idle = (tmp_path / f"{kind}{name}.json" for kind in ("good", "bad", "idle"))
+    good.write_text(json.dumps(doc), encoding="utf-8")
+    bad.write_text(json.dumps({**doc, "version": "car.trace/v0"}), encoding="utf-8")
+    doc["actors"][0]["kind"] = "tool"
+    idle.write_text(json.dumps(doc), encoding="utf-8")
+    tau = [{"task_id": i, "reward": 0, "info": {}, "traj": traj} for i, traj in enumerate([[], []])]
+    tau[0]["traj"] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    runs_file = tmp_path / f"tau{name}.json"
+    runs_file.write_text(json.dumps(tau), encoding="utf-8")
+    runs = [
+        (["validate", runs_file], f"car: error: {tmp_path}/tau{shown}.json: run 1 cannot be"),
+        (["validate", bad], f"bad{shown}.json: $.version: unknown version"),
+        (["blame", bad], f"bad{shown}.json: $.version: unknown version"),
+        (["blame", "--dry-run", bad], f"bad{shown}.json: $.version: unknown version"),
+        (["validate", idle], f"idle{shown}.json: no decision steps"),
+        (["blame", good, "--max-rollouts", "1"], f"car: budget: {tmp_path}/good{shown}.json: "),
+    ]
+    for args, said in runs:
+        res = run_cli(*args)
+        assert res.code in (1, 2), res.err
+        assert said in res.err
+        assert _raw(res.err) == set(), res.err
+    # `car import` warns of the run it leaves out through logging (pytest captures it)
+    assert run_cli("import", runs_file, "-o", tmp_path / "out").code == 0
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "car.importers"]
+    assert warning.startswith(f"car: warning: {tmp_path}/tau{shown}.json: run 1 skipped")
+    assert _raw(warning) == set(), warning
+
+
+def test_missing_trace_note_shows_escapes(run_cli: RunCli, tmp_path: Path) -> None:
+    """`car report --format html` says when the report's trace is gone, naming the path the report
+    records: a name holding escape sequences went raw to stderr."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    trace = tmp_path / "a\x1b[2J\x9b.json"
+    trace.write_text(json.dumps(doc), encoding="utf-8")
+    saved = tmp_path / "r.json"
+    res = run_cli("blame", trace, "--samples", "4", "--no-store", "--format", "json", "-o", saved)
+    assert res.code == 0, res.err
+    trace.unlink()
+    page = run_cli("report", saved, "--format", "html", "-o", tmp_path / "r.html")
+    assert page.code == 0, page.err
+    assert "a\\x1b[2J\\x9b.json was not found" in page.err
+    assert _raw(page.err) == set(), page.err

@@ -125,8 +125,12 @@ def _skipped(path: str | Path, index: int, exc: InputError) -> None:
     reason. The command line has no logging set up, so Python's last-resort handler prints it to
     stderr as it is: there it reads as car's own line, as `car: error:` does."""
     why = str(exc).removeprefix(f"{path}: ")
-    prefix = "car: warning: " if COMMAND_LINE.get() else ""
-    _log.warning("%s%s: run %d skipped: %s", prefix, path, index, " ".join(why.split()))
+    line = f"{path}: run {index} skipped: {' '.join(why.split())}"
+    if COMMAND_LINE.get():
+        from car.render import visible  # a file's name is shown, its escape sequences not acted on
+
+        line = "car: warning: " + visible(line)
+    _log.warning("%s", line)
 
 
 def _runs(path: str | Path, fmt: str) -> Runs:
