@@ -233,5 +233,5 @@ class PhaseProgress:
             self._say(f"{result.label}: {end}")
 
     def _say(self, text: str) -> None:
-        self.stream.write(f"car: {text}\n")
+        self.stream.write(f"car: {literal(text)}\n")  # the label is the trace's file name
         self.stream.flush()

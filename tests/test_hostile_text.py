@@ -254,3 +254,16 @@ def test_missing_trace_note_shows_escapes(run_cli: RunCli, tmp_path: Path) -> No
     assert page.code == 0, page.err
     assert "a\\x1b[2J\\x9b.json was not found" in page.err
     assert _raw(page.err) == set(), page.err
+
+
+def test_phase_lines_show_a_file_names_escapes(run_cli: RunCli, tmp_path: Path) -> None:
+    """The phase lines of one trace (`car: FILE: match draws: 32 draws planned`) printed the file's
+    name raw: its escape sequences reached the terminal, and a line break in it put `::error::` at
+    the start of a CI log line."""
+    trace = tmp_path / "a\x1b[2J\x07\n::error::pwned.json"
+    trace.write_text((TRACES / "support-refund.json").read_text(encoding="utf-8"), encoding="utf-8")
+    res = run_cli("blame", trace, "--samples", "4", "--no-store", "--format", "json")
+    assert res.code == 0, res.err
+    assert "a\\x1b[2J\\x07 ::error::pwned.json: match draws: " in res.err
+    assert _raw(res.err) == set(), res.err
+    assert [line for line in res.err.splitlines() if re.match(r"\s*::", line)] == []
