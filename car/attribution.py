@@ -48,6 +48,7 @@ from car.report import (
     listed,
     many,
     percent,
+    short,
 )
 from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
@@ -858,6 +859,6 @@ def headline(report: Report) -> str:
     else:
         tail = ""
     return (
-        f"Step {s.index} ({s.actor}: {s.action}) is where the run was decided: re-deciding from "
+        f"Step {s.index} ({short(s.actor)}: {s.action}) is where the run was decided: re-deciding from "
         f"there removes {pct} of the failure{tail}."
     )

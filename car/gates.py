@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from car.errors import InputError
-from car.report import Report, shared_credit
+from car.report import Report, shared_credit, short
 
 __all__ = [
     "EXIT_BACKEND",
@@ -109,7 +109,7 @@ class Gates:
                 )
                 if hit is not None:
                     said = "is the locus" if step == report.locus else role
-                    tripped.append(f"step {step} ({actor}) {said} (--fail-on-blame {hit})")
+                    tripped.append(f"step {step} ({short(actor)}) {said} (--fail-on-blame {short(hit)})")
         return tripped
 
 

@@ -63,6 +63,7 @@ from car.report import (
     many,
     percent,
     shared_credit,
+    short,
 )
 from car.shapley import credited_players
 from car.stdout import keep
@@ -111,12 +112,12 @@ def credit_text(r: Report) -> str:
     """Who is blamed, in a few words: the locus (and shared steps), or the Shapley split, or "-"."""
     shared = shared_credit(r)
     credited = _credited(r)
-    shares = [f"{p.id} {p.share:.0%}" for p in credited[:3] if p.share is not None]
+    shares = [f"{short(p.id)} {p.share:.0%}" for p in credited[:3] if p.share is not None]
     split = "Shapley: " + ", ".join(shares) + (", ..." if len(credited) > 3 else "")
     by_players = _by_players(r, credited)
     if r.locus is not None:
         extra = [s for s in shared if s != r.locus]
-        base = f"step {r.locus} ({r.locus_actor})"
+        base = f"step {r.locus} ({short(r.locus_actor or '')})"
         if by_players:
             return f"{base}; {split}"
         if not extra:
@@ -387,7 +388,7 @@ def _md_report(res: TraceResult, *, top: int = 10) -> list[str]:
         [
             str(i),
             str(s.index),
-            md(s.actor),
+            md(short(s.actor)),
             md(s.action),
             _pct(s.rescue),
             _pct(s.drop, signed=True),
@@ -430,7 +431,7 @@ def _md_shapley(r: Report) -> list[str]:
     rows = [
         [
             str(i),
-            md(p.id),
+            md(short(p.id)),
             ", ".join(map(str, p.steps)),
             f"{p.value:+.0%} [{p.low:+.0%}, {p.high:+.0%}]",
             "-" if p.share is None else f"{p.share:.0%}",
@@ -510,7 +511,9 @@ def github_annotations(results: Sequence[TraceResult], limit: int = MAX_ANNOTATI
         if r is None or _outcome(res) not in ("blamed", "shared"):
             continue
         # No locus, but shared drops or a Shapley split credit steps: the summary's credit.
-        title = f"car blames step {r.locus} ({r.locus_actor})" if r.locus is not None else None
+        title = (
+            f"car blames step {r.locus} ({short(r.locus_actor or '')})" if r.locus is not None else None
+        )
         title = title or f"car: {credit_text(r)}"
         warnings.append(_command("warning", title, f"{res.label}: {r.headline}", res.path))
     out: list[str] = []

@@ -35,6 +35,7 @@ __all__ = [
     "many",
     "percent",
     "samples_per_step",
+    "short",
     "spent_text",
 ]
 
@@ -336,7 +337,7 @@ def label_line(report: Report) -> str | None:
         return None
     said = [f"step {lab.step}"] if lab.step is not None else []
     if lab.agent:
-        said.append(f"by {lab.agent}")
+        said.append(f"by {short(lab.agent)}")
     head = f"labelled mistake ({lab.source}): {' '.join(said)}"
     step, actor = named(report)
     if step is None and actor is None:  # an abstention, not a wrong answer ("step differs, ...")
@@ -347,6 +348,7 @@ def label_line(report: Report) -> str | None:
         for what, ok, ours in zip(("step", "agent"), agrees, (step, actor), strict=True)
         if ok is not None and ours is not None
     ]
+    actor = short(actor) if actor is not None else None
     if report.locus is not None:
         ours = f"car names step {step} ({actor})"
     else:
@@ -360,6 +362,13 @@ def percent(fraction: float) -> str:
     "97.5%", "99.9%", "0.4%". Rounded to whole percents, 0.995 and 0.999 read "100%" (a certainty
     no interval gives) and a minimum effect of 0.004 "0%"."""
     return f"{fraction * 100:.12g}%"
+
+
+def short(name: str, width: int = 200) -> str:
+    """A name from a trace (an actor, a Shapley player) as a sentence or a cell shows it: cut to
+    `width` characters with "…", as an action's summary is (at 60), so that a name of any length
+    leaves the sentence around it readable. The report's fields keep the name whole."""
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def many(n: int, noun: str, plural: str | None = None) -> str:

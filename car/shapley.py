@@ -45,7 +45,7 @@ from car.estimators.shapley import (
     plan_walks,
 )
 from car.replay import Plan, Replay, Rollout, gather_all
-from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport
+from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport, short
 from car.rng import EventKey
 from car.trace import Action, Trace
 
@@ -646,7 +646,7 @@ def shared_sentence(players: Sequence[ShapleyPlayer], kind: PlayersKind) -> str:
 
 
 def _name(p: ShapleyPlayer, kind: PlayersKind) -> str:
-    return p.id if kind != "groups" else f"[{p.id}]"
+    return short(p.id) if kind != "groups" else f"[{p.id}]"
 
 
 def _join(items: Sequence[str]) -> str:

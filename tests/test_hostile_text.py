@@ -267,3 +267,47 @@ def test_phase_lines_show_a_file_names_escapes(run_cli: RunCli, tmp_path: Path) 
     assert "a\\x1b[2J\\x07 ::error::pwned.json: match draws: " in res.err
     assert _raw(res.err) == set(), res.err
     assert [line for line in res.err.splitlines() if re.match(r"\s*::", line)] == []
+
+
+def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """An actor id of 96 KB was repeated whole wherever a sentence names the step's actor: the
+    headline, the batch summary's credit, the annotation's title, the gate line, the Markdown
+    cells. The table ran to 815 lines, the batch summary to 2,673, `--format github` to 1.3 MB.
+    Names are cut at 200 characters with "…" there; the JSON keeps the id whole."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    actor = "support " + "lorem ipsum " * 8000
+    doc["actors"][0]["id"] = actor
+    for step in doc["steps"]:
+        step["actor"] = actor
+    doc.pop("replay")
+    doc["metadata"] = {"who_and_when": {"mistake_step": 2, "mistake_agent": actor}}
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name in ("a.json", "b.json"):
+        (runs / name).write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
+    options = [
+        "--policy", f"{tmp_path / 'copy.py'}@policy", "--env", "recorded",
+        "--scorer", "tool-called:issue_refund", "--samples", "8", "--no-store",
+    ]  # fmt: skip
+    cut = actor[:199] + "…"
+    shapley = ["--method", "shapley", "--players", "agents", "--budget", "20"]
+    table = run_cli("blame", runs / "a.json", *options, *shapley, "--fail-on-blame", "any")
+    assert table.code == 1, table.err
+    said = " ".join(table.out.split())
+    for sentence in (
+        f"Step 2 ({cut}: issue_refund(",  # the headline
+        f"Shapley: the Shapley credit goes to {cut} (100% of the total)",
+        f"labelled mistake (who-and-when): step 2 by {cut}; car names step 2 ({cut})",
+    ):
+        assert " ".join(sentence.split()) in said
+    assert len(table.out.splitlines()) < 40
+    assert f"car: gate: step 2 ({cut}) is the locus" in table.err
+    for fmt, most in (("table", 20_000), ("markdown", 20_000), ("github", 20_000)):
+        res = run_cli("blame", runs, *options, "--format", fmt)
+        assert res.code == 0, res.err
+        assert len(res.out.encode()) < most, fmt
+    saved = run_cli("blame", runs / "a.json", *options, "--format", "json")
+    assert json.loads(saved.out)["locus_actor"] == actor
