@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from car.jsonfile import utf8_text
-from car.report import Estimate, Report, label_line, many, percent, samples_per_step
+from car.report import Estimate, Report, label_line, many, percent, samples_per_step, short
 
 __all__ = [
     "Layout",
@@ -265,7 +265,7 @@ def _ranked_table(report: Report, rows: list[tuple[int, int]], *, split: bool) -
     from car.render_shapley import phi_cell, share_cell, step_players
 
     title = Text("car blame: ")
-    title.append_text(literal(report.trace_id))
+    title.append_text(literal(short(report.trace_id)))
     table = Table(
         title=title,
         title_justify="left",

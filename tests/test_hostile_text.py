@@ -275,9 +275,11 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
     """An actor id of 96 KB was repeated whole wherever a sentence names the step's actor: the
     headline, the batch summary's credit, the annotation's title, the gate line, the Markdown
     cells. The table ran to 815 lines, the batch summary to 2,673, `--format github` to 1.3 MB.
-    Names are cut at 200 characters with "…" there; the JSON keeps the id whole."""
+    Names are cut at 200 characters with "…" there, as is the trace id in the table's title; the
+    JSON keeps them whole."""
     doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
     actor = "support " + "lorem ipsum " * 8000
+    doc["id"] = "run " + "dolor sit " * 10_000
     doc["actors"][0]["id"] = actor
     for step in doc["steps"]:
         step["actor"] = actor
@@ -298,6 +300,7 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
     assert table.code == 1, table.err
     said = " ".join(table.out.split())
     for sentence in (
+        f"car blame: {doc['id'][:199]}…",  # the title names the trace
         f"Step 2 ({cut}: issue_refund(",  # the headline
         f"Shapley: the Shapley credit goes to {cut} (100% of the total)",
         f"labelled mistake (who-and-when): step 2 by {cut}; car names step 2 ({cut})",
@@ -311,3 +314,4 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
         assert len(res.out.encode()) < most, fmt
     saved = run_cli("blame", runs / "a.json", *options, "--format", "json")
     assert json.loads(saved.out)["locus_actor"] == actor
+    assert json.loads(saved.out)["trace_id"] == doc["id"]
