@@ -522,6 +522,7 @@ def validate(
     One file gets a one-line summary; a directory, or several paths, a table.
     """
     from car.render import literal
+    from car.report import short
     from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
 
@@ -552,7 +553,7 @@ def validate(
             refused = True
             continue
         # trace text: its escape sequences and line breaks are shown, not acted on
-        actors = sorted(str(literal(a)) for a in {s.actor for s in t.steps})
+        actors = sorted(str(literal(short(a))) for a in {s.actor for s in t.steps})
         name = str(literal(str(trace)))
         where = (
             name

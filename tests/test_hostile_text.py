@@ -275,8 +275,8 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
     """An actor id of 96 KB was repeated whole wherever a sentence names the step's actor: the
     headline, the batch summary's credit, the annotation's title, the gate line, the Markdown
     cells. The table ran to 815 lines, the batch summary to 2,673, `--format github` to 1.3 MB.
-    Names are cut at 200 characters with "…" there, as is the trace id in the table's title; the
-    JSON keeps them whole."""
+    Names are cut at 200 characters with "…" there, as is the trace id in the table's title (and
+    in the lines of `car validate` and `car import`); the JSON keeps them whole."""
     doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
     actor = "support " + "lorem ipsum " * 8000
     doc["id"] = "run " + "dolor sit " * 10_000
@@ -312,6 +312,10 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
         res = run_cli("blame", runs, *options, "--format", fmt)
         assert res.code == 0, res.err
         assert len(res.out.encode()) < most, fmt
+    valid = run_cli("validate", runs / "a.json")
+    assert valid.out.endswith(f"actors {cut}\n")
+    imported = run_cli("import", runs / "a.json", "-o", tmp_path / "t.json")
+    assert imported.err.startswith(f"imported {doc['id'][:199]}…: car, native, 4 steps")
     saved = run_cli("blame", runs / "a.json", *options, "--format", "json")
     assert json.loads(saved.out)["locus_actor"] == actor
     assert json.loads(saved.out)["trace_id"] == doc["id"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from car.errors import InputError
 from car.importers.base import MAX_NESTING, nested_too_deep
 from car.jsonfile import os_reason
+from car.report import short
 from car.stdout import refused
 from car.trace import Trace
 from car.tracefiles import is_folder, same_file
@@ -89,7 +90,7 @@ def _summary(trace: Trace) -> str:
     fmt = trace.source.format if trace.source else "car"
     steps, actors = len(trace.steps), len(trace.actors)
     counts = f"{steps} step{'s' if steps != 1 else ''}, {actors} actor{'s' if actors != 1 else ''}"
-    return f"{trace.id}: {fmt}, {cls}, {counts}{warn}"
+    return f"{short(trace.id)}: {fmt}, {cls}, {counts}{warn}"
 
 
 def write_imported(
