@@ -14,7 +14,9 @@
 or `car.record/v1` lines, failed traces included.
 
 Trace text is untrusted: every format but JSON shows its control and bidirectional characters as
-`\\xNN` escapes (`car.render.visible`); Markdown escapes table and HTML syntax, workflow commands
+`\\xNN` escapes (`car.render.visible`); JSON and JSONL keep the text exact but write C1 and
+bidirectional controls, and the `[` of `##[`, as `\\uXXXX` escapes (`car.render.inert_json`),
+as they write C0 ones; Markdown escapes table and HTML syntax, workflow commands
 percent-encode their data and properties, XML goes through ElementTree. The table, JUnit XML and
 the HTML page, which wrap trace text or keep its line breaks, start no line with a runner's `::`
 (`car.render.no_commands`).
@@ -45,6 +47,7 @@ from car.render import (
     as_blocks,
     figure,
     fit_layouts,
+    inert_json,
     literal,
     no_commands,
     render_json,
@@ -322,11 +325,11 @@ def _json(results: Sequence[TraceResult], batch: bool) -> str:
         "counts": counts(results),
         "records": [r.to_record() for r in results],
     }
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+    return inert_json(json.dumps(body, indent=2, ensure_ascii=False)) + "\n"
 
 
 def jsonl_line(result: TraceResult) -> str:
-    return json.dumps(result.to_record(), ensure_ascii=False) + "\n"
+    return inert_json(json.dumps(result.to_record(), ensure_ascii=False)) + "\n"
 
 
 # -- markdown -----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Trace text that tries to restyle a terminal or disguise itself is shown as `\\xNN` escapes in
-every output car prints (JSON keeps it as it is): the progress and gate lines on stderr, GitHub
-annotations and JUnit XML included, as the table, Markdown and HTML already did."""
+every output car prints (JSON as `\\uXXXX` escapes, which read back as the text): the progress
+and gate lines on stderr, GitHub annotations and JUnit XML included, as the table, Markdown and
+HTML already did."""
 
 from __future__ import annotations
 
@@ -319,3 +320,20 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
     saved = run_cli("blame", runs / "a.json", *options, "--format", "json")
     assert json.loads(saved.out)["locus_actor"] == actor
     assert json.loads(saved.out)["trace_id"] == doc["id"]
+
+
+def test_json_outputs_escape_c1_and_bidi_controls(
+    run_cli: RunCli, hostile: tuple[Path, list[str]]
+) -> None:
+    """`--format json` and `jsonl` wrote the actor id's C1 control (U+009B, a CSI), right-to-left
+    override and marks, and its `##[`, raw (JSON escapes only C0 controls): printed to a terminal
+    or a CI log they acted there. They are `\\uXXXX` escapes now, and the JSON reads back the same."""
+    runs, options = hostile
+    actor = "support " + HOSTILE
+    for given, fmt in ((runs / "hostile.json", "json"), (runs, "json"), (runs, "jsonl")):
+        res = run_cli("blame", given, *options, "--format", fmt)
+        assert res.code == 0, res.err
+        assert _raw(res.out) == set(), res.out
+        doc = json.loads(res.out.splitlines()[0] if fmt == "jsonl" else res.out)
+        report = doc if given.is_file() else doc.get("report") or doc["records"][0]["report"]
+        assert report["locus_actor"] == actor
