@@ -25,6 +25,7 @@ __all__ = [
     "describe_error",
     "describe_validation_error",
     "expected_value",
+    "inert_json",
     "json_path",
     "kind_of",
     "loads",
@@ -74,6 +75,19 @@ def shown_json(value: Any) -> str:
 
 def _escaped(text: str) -> str:
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# JSON escapes C0 controls but may hold C1 and bidirectional ones raw, which a terminal or a CI log
+# acts on as it would elsewhere. Outside strings a JSON text is ASCII with no `#`, so these occur in
+# strings only, where the `\\uXXXX` escape of a character parses back to the same text.
+_JSON_RAW = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]|(?<=##)\[")
+
+
+def inert_json(text: str) -> str:
+    """A JSON document (`json.dumps` output) with its C1 and bidirectional controls, and the `[`
+    of `##[`, written as `\\uXXXX` escapes: the same JSON value, safe to print (as
+    `car.render.visible` makes other text)."""
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def utf8_text(text: str) -> str:

@@ -41,13 +41,19 @@ from car.batch import RECORD_VERSION, Status, TraceResult, report_status
 from car.errors import InputError
 from car.formats import OutputFormat
 from car.gates import worst
-from car.jsonfile import describe_validation_error, kind_of, loads, os_reason, read_bytes
+from car.jsonfile import (
+    describe_validation_error,
+    inert_json,
+    kind_of,
+    loads,
+    os_reason,
+    read_bytes,
+)
 from car.render import (
     Layout,
     as_blocks,
     figure,
     fit_layouts,
-    inert_json,
     literal,
     no_commands,
     render_json,

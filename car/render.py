@@ -19,7 +19,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from car.jsonfile import utf8_text
+from car.jsonfile import inert_json, utf8_text
 from car.report import Estimate, Report, label_line, many, percent, samples_per_step, short
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "figure",
     "fit_columns",
     "fit_layouts",
-    "inert_json",
     "literal",
     "no_commands",
     "render_json",
@@ -57,18 +56,6 @@ def visible(text: str) -> str:
 # A GitHub Actions runner takes a log line for a workflow command when it starts with `::` after
 # any leading whitespace (`::error::`, `::stop-commands::`); `##[` it finds anywhere (`visible`).
 _COMMAND_START = re.compile(r"^([^\S\n]*):(?=:)", re.M)
-
-
-# JSON escapes C0 controls but may hold C1 and bidirectional ones raw, which a terminal or a CI log
-# acts on as it would elsewhere. Outside strings a JSON text is ASCII with no `#`, so these occur in
-# strings only, where the `\\uXXXX` escape of a character parses back to the same text.
-_JSON_RAW = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]|(?<=##)\[")
-
-
-def inert_json(text: str) -> str:
-    """A JSON document (`json.dumps` output) with its C1 and bidirectional controls, and the `[`
-    of `##[`, written as `\\uXXXX` escapes: the same JSON value, safe to print (`visible`)."""
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def no_commands(text: str, colon: str = "\\x3a") -> str:

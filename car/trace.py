@@ -29,7 +29,14 @@ from pydantic import (
 )
 
 from car.errors import InputError
-from car.jsonfile import PathError, describe_validation_error, json_path, kind_of, read_json
+from car.jsonfile import (
+    PathError,
+    describe_validation_error,
+    inert_json,
+    json_path,
+    kind_of,
+    read_json,
+)
 
 __all__ = [
     "FIDELITY_CLASSES",
@@ -345,7 +352,8 @@ class Trace(_Model):
         """The trace as a JSON document (defaults omitted, version first)."""
         body = self.model_dump(mode="json", exclude_defaults=True, by_alias=True)
         body.pop("version", None)
-        return json.dumps({"version": self.version, **body}, indent=2, ensure_ascii=False) + "\n"
+        text = json.dumps({"version": self.version, **body}, indent=2, ensure_ascii=False)
+        return inert_json(text) + "\n"  # C1 and bidi controls escaped: safe to print
 
     def content_hash(self) -> str:
         import hashlib

@@ -337,3 +337,15 @@ def test_json_outputs_escape_c1_and_bidi_controls(
         doc = json.loads(res.out.splitlines()[0] if fmt == "jsonl" else res.out)
         report = doc if given.is_file() else doc.get("report") or doc["records"][0]["report"]
         assert report["locus_actor"] == actor
+
+
+def test_car_import_writes_c1_and_bidi_controls_as_escapes(run_cli: RunCli, tmp_path: Path) -> None:
+    """`car import` (to stdout, or to a file someone may `cat`) wrote a trace's C1 controls and
+    right-to-left override raw, as the reports did; the trace reads back the same."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    doc["task"] = "refund " + HOSTILE
+    (tmp_path / "t.json").write_text(json.dumps(doc), encoding="utf-8")
+    res = run_cli("import", tmp_path / "t.json")
+    assert res.code == 0, res.err
+    assert _raw(res.out) == set(), res.out
+    assert json.loads(res.out)["task"] == doc["task"]
