@@ -15,7 +15,7 @@ or `car.record/v1` lines, failed traces included.
 
 Trace text is untrusted: every format but JSON shows its control and bidirectional characters as
 `\\xNN` escapes (`car.render.visible`); JSON and JSONL keep the text exact but write C1 and
-bidirectional controls, and the `[` of `##[`, as `\\uXXXX` escapes (`car.render.inert_json`),
+bidirectional controls, and the `[` of `##[`, as `\\uXXXX` escapes (`car.jsonfile.inert_json`),
 as they write C0 ones; Markdown escapes table and HTML syntax, workflow commands
 percent-encode their data and properties, XML goes through ElementTree. The table, JUnit XML and
 the HTML page, which wrap trace text or keep its line breaks, start no line with a runner's `::`
