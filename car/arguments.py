@@ -17,7 +17,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from car.errors import InputError, option_name
 
-__all__ = ["MOST_PLANNED", "check_arguments", "check_sampled_steps", "parameters_of"]
+__all__ = [
+    "MOST_PLANNED",
+    "check_arguments",
+    "check_sampled_steps",
+    "method_problem",
+    "parameters_of",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -159,17 +165,62 @@ def _listed(names: tuple[str, ...] | list[str], last: str) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
 
 
+# The arguments car passes each component method, positionally (`car.replay`).
+_CALLED_WITH = {
+    "act": ("decision", "key"),
+    "score": ("trajectory", "key"),
+    "restore": ("history",),
+    "step": ("state", "index", "actor", "action", "key"),
+}
+
+
+def method_problem(component: object, name: str) -> str | None:
+    """Why car could not call `component.<name>` as it does (a plain `def`, which car awaits, or
+    parameters that do not take car's arguments), or None. Found now, it is one line; found by the
+    first rollout, it was a TypeError in every rollout, far from the cause."""
+    fn = getattr(component, name)
+    plain = inspect.unwrap(fn.__func__ if inspect.ismethod(fn) else fn)
+    owner = type(component).__name__
+    if inspect.isfunction(plain) and not inspect.iscoroutinefunction(plain):
+        return f"{owner}.{name}() must be async (async def {name}(...)): car awaits it"
+    args = _CALLED_WITH[name]
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin): the call will tell
+        return None
+    try:
+        signature.bind(*args)
+    except TypeError:
+        empty = inspect.Parameter.empty
+        bare = signature.replace(  # the parameters, without annotations that would hide them
+            parameters=[p.replace(annotation=empty) for p in signature.parameters.values()],
+            return_annotation=empty,
+        )
+        return f"{owner}.{name}() takes {bare}, and car calls {name}({', '.join(args)})"
+    return None
+
+
 def _component(name: str, value: object, *, kind: str, members: tuple[str, ...], specs: str) -> None:
     """None (the trace's own), a spec string, or an object with what `car.protocols.<kind>` needs
-    (its `runtime_checkable` members, named here so that `import car.arguments` stays light)."""
+    (its `runtime_checkable` members, named here so that `import car.arguments` stays light),
+    whose methods car can call."""
     if value is None or isinstance(value, str):
         return
+    if inspect.isclass(value):
+        raise InputError(
+            f"{option_name(name)} must be a car.{kind} object, got the class {value.__name__}; "
+            f"pass an instance ({value.__name__}(...))"
+        )
     missing = _lacks(value, members)
     if missing:
         raise InputError(
             f"{option_name(name)} must be a spec string ({specs}) or a car.{kind} (an object with "
             f"{_listed(members, 'and')}), got {_which(value, missing)}"
         )
+    for member in members:
+        problem = method_problem(value, member[:-2]) if member.endswith("()") else None
+        if problem is not None:
+            raise InputError(f"{option_name(name)} must be a car.{kind}: {problem}")
 
 
 def _object(name: str, value: object, *, what: str, members: tuple[str, ...]) -> None:

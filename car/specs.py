@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
+from car.arguments import method_problem
 from car.errors import InputError, SpecError, option_name
 
 if TYPE_CHECKING:
@@ -291,16 +292,13 @@ def _with(component: Any, **attrs: object) -> Any:
 
 
 def _check_async(kind: str, spec: str, component: Any, methods: tuple[str, ...]) -> None:
-    """Each of `methods` that the component defines with plain `def` is refused now: car awaits
-    them, and a number or None awaited fails each rollout with a TypeError far from the cause."""
+    """Each of `methods` that the component defines with plain `def`, or with parameters that do not
+    take what car passes, is refused now: otherwise each rollout fails with a TypeError far from
+    the cause."""
     for name in methods:
-        fn = getattr(component, name, None)
-        plain = inspect.unwrap(fn.__func__ if inspect.ismethod(fn) else fn) if callable(fn) else None
-        if inspect.isfunction(plain) and not inspect.iscoroutinefunction(plain):
-            raise SpecError(
-                f"{KIND_WORDS[kind]} {spec!r}: {type(component).__name__}.{name}() must be async "
-                f"(async def {name}(...)): car awaits it"
-            )
+        problem = method_problem(component, name) if callable(getattr(component, name, None)) else None
+        if problem is not None:
+            raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: {problem}")
 
 
 def _local_scorer(spec: str, scheme: str, arg: str) -> Scorer:

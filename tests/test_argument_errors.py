@@ -370,6 +370,67 @@ def test_blame_many_names_a_component_of_the_wrong_type_before_any_work(
     _both_refuse({"options": car.BatchOptions(**options), **kwargs}, message, "blame_many")
 
 
+class _SyncScorer:
+    spec = "sync-scorer"
+    deterministic = True
+
+    def score(self, trajectory: object, key: object) -> float:
+        return 1.0
+
+
+class _OneArgPolicy:
+    spec = "one-arg-policy"
+
+    async def act(self, decision: object) -> car.Action:
+        return car.Action(text="x")
+
+
+class _SyncStepEnv:
+    spec = "sync-env"
+
+    async def restore(self, history: object) -> None:
+        return None
+
+    def step(self, state: object, index: int, actor: str, action: object, key: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"scorer": _SyncScorer()},
+            "scorer= must be a car.Scorer: _SyncScorer.score() must be async "
+            "(async def score(...)): car awaits it",
+        ),
+        (
+            {"env": _SyncStepEnv()},
+            "env= must be a car.Environment: _SyncStepEnv.step() must be async "
+            "(async def step(...)): car awaits it",
+        ),
+        (
+            {"policy": _OneArgPolicy()},
+            "policy= must be a car.Policy: _OneArgPolicy.act() takes (decision), and car calls "
+            "act(decision, key)",
+        ),
+        (
+            {"policy": _OneArgPolicy},
+            "policy= must be a car.Policy object, got the class _OneArgPolicy; pass an instance "
+            "(_OneArgPolicy(...))",
+        ),
+    ],
+)
+def test_a_component_car_could_not_call_is_refused_before_any_work(
+    given: dict[str, Any], message: str
+) -> None:
+    """A Python object whose method is a plain `def`, takes other arguments than car passes, or is
+    a class rather than an instance ran the whole analysis: every rollout ended in a TypeError and
+    `car.blame` returned a report of status backend-errors, `car.blame_many` an error per trace.
+    Loaded from a file (`--scorer f.py@s`), a plain `def` was refused as it loaded."""
+    _both_refuse(given, message)
+    _both_refuse({"options": car.BatchOptions(**given)}, message, "blame_many")
+
+
 def test_the_component_check_asks_what_the_protocols_ask() -> None:
     """The members are named in `car.arguments` (which loads no protocol); they must be the
     `runtime_checkable` protocols' own: an object passes exactly when it is an instance."""

@@ -223,6 +223,10 @@ def test_a_scorer_that_answers_no_score_is_an_input_error(
             "class S:\n    def score(self, trajectory, key):\n        return 1.0\ncheck = S()\n",
             "S.score() must be async (async def score(...)): car awaits it",
         ),
+        (  # it failed every rollout with "S.score() takes 2 positional arguments but 3 were given"
+            "class S:\n    async def score(self, trajectory):\n        return 1.0\ncheck = S()\n",
+            "S.score() takes (trajectory), and car calls score(trajectory, key)",
+        ),
         (
             "def check(trajectory):\n    return 1.0\n",
             "built a float, which has no score(): it looks like a scorer function, which must be "
