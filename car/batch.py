@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+from pydantic import BaseModel
+
 from car.arguments import check_arguments, parameters_of
 from car.errors import CarError, InputError
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
@@ -81,12 +83,16 @@ def as_paths(paths: Paths) -> list[str | os.PathLike[str]]:
     if isinstance(paths, str | os.PathLike):
         return [paths]
     what = "paths: expected a path or a list of paths (str or os.PathLike)"
-    if isinstance(paths, bytes | bytearray) or not isinstance(paths, Iterable):
-        raise TypeError(f"{what}, got {type(paths).__name__} {paths!r:.80}")
+    # A trace in memory (its JSON, a `Trace`) iterates over its keys or fields, none of them a path.
+    in_memory = "; blame_many reads trace files, and car.blame(trace) attributes a car.Trace"
+    if isinstance(paths, bytes | bytearray | Mapping | BaseModel) or not isinstance(paths, Iterable):
+        hint = in_memory if isinstance(paths, Mapping | BaseModel) else ""
+        raise TypeError(f"{what}, got {type(paths).__name__} {paths!r:.80}{hint}")
     items = list(paths)
     for item in items:
         if not isinstance(item, str | os.PathLike):
-            raise TypeError(f"{what}, got a list holding {type(item).__name__} {item!r:.80}")
+            hint = in_memory if isinstance(item, Mapping | BaseModel) else ""
+            raise TypeError(f"{what}, got a list holding {type(item).__name__} {item!r:.80}{hint}")
         if not os.fspath(item):  # '' would be '.', the working directory
             raise InputError(
                 "an empty path (''); name a trace file, a directory ('.' for this one) or a glob"

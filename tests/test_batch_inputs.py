@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import car
 from car.batch import BatchOptions, blame_many, expand_paths
 from car.errors import InputError
 from car.importers.batch import check_path, trace_files
@@ -52,6 +53,24 @@ def test_blame_many_takes_one_path_as_a_string_or_path(
 def test_blame_many_refuses_what_is_not_paths(junk: Any) -> None:
     with pytest.raises(TypeError, match=r"paths: expected a path or a list of paths"):
         blame_many(junk)
+
+
+def test_blame_many_refuses_a_trace_or_its_json_as_paths() -> None:
+    """A dict was a list of its keys: `blame_many(json.load(f))` gave one `input-error` per key
+    (`version: no such file`, `id: no such file`, ...); a `car.Trace`, whose fields iterate, was
+    'a list holding tuple'. Each is named, with what attributes a trace that is not a file."""
+    trace = car.load_trace(PIVOT)
+    data = json.loads(PIVOT.read_text())
+    for given, what in ((data, "dict"), (trace, "Trace"), ([trace], "a list holding Trace")):
+        with pytest.raises(TypeError) as info:
+            blame_many(given)
+        message = str(info.value)
+        assert message.startswith(
+            f"paths: expected a path or a list of paths (str or os.PathLike), got {what} "
+        )
+        assert message.endswith(
+            "; blame_many reads trace files, and car.blame(trace) attributes a car.Trace"
+        )
 
 
 # -- entries that cannot be read or checked ---------------------------------------------------
