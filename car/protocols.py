@@ -162,7 +162,10 @@ class Trajectory:
 class Policy(Protocol):
     """Draws actions for deciding actors. `spec` names it in reports."""
 
-    spec: str
+    # Read-only members (a property here), so a frozen dataclass or a property satisfies them too:
+    # car never sets them on a component it is given.
+    @property
+    def spec(self) -> str: ...
 
     async def act(self, decision: Decision, key: EventKey) -> Action: ...
 
@@ -171,7 +174,8 @@ class Policy(Protocol):
 class Environment(Protocol):
     """Executes actions and decides turn order; states are immutable values."""
 
-    spec: str
+    @property
+    def spec(self) -> str: ...
 
     async def restore(self, history: Sequence[Turn]) -> Any:
         """The state after `history` (a prefix of the record or of a rollout), without re-execution."""
@@ -186,7 +190,12 @@ class Environment(Protocol):
 class Scorer(Protocol):
     """Maps a finished trajectory to [0, 1] (1 = failure) or None or NaN ("cannot score")."""
 
-    spec: str
-    deterministic: bool  # same trajectory, same value: lets car score the factual run once
+    @property
+    def spec(self) -> str: ...
+
+    @property
+    def deterministic(self) -> bool:
+        """Same trajectory, same value: lets car score the factual run once."""
+        ...
 
     async def score(self, trajectory: Trajectory, key: EventKey) -> float | None: ...

@@ -95,6 +95,79 @@ def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
     ], done.stdout + done.stderr
 
 
+def _mypy_errors(tmp_path: Path, code: str) -> list[str]:
+    """What `mypy --strict` says of a script, as it would with car installed."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(code), encoding="utf-8")
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\n", encoding="utf-8")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "mypy", "--strict", "--config-file", str(config)),
+            *("--cache-dir", str(tmp_path / "cache"), "--follow-imports=silent", str(script)),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    return [line for line in done.stdout.splitlines() if ": error: " in line]
+
+
+def test_read_only_component_attributes_type_check(tmp_path: Path) -> None:
+    """The protocols declared `spec` and `deterministic` as settable attributes, so a policy that
+    is a frozen dataclass, or a scorer whose `spec` is a property, failed `mypy --strict`
+    ("Protocol member Policy.spec expected settable variable, got read-only attribute"), though
+    car takes them and never sets either."""
+    errors = _mypy_errors(
+        tmp_path,
+        """\
+        from collections.abc import Sequence
+        from dataclasses import dataclass
+
+        import car
+
+
+        @dataclass(frozen=True)
+        class Frozen:
+            spec: str = "frozen"
+
+            async def act(self, decision: car.Decision, key: car.EventKey) -> car.Action:
+                return car.Action(text="x")
+
+
+        class Judge:
+            @property
+            def spec(self) -> str:
+                return "judge"
+
+            @property
+            def deterministic(self) -> bool:
+                return True
+
+            async def score(self, trajectory: car.Trajectory, key: car.EventKey) -> float | None:
+                return 1.0
+
+
+        @dataclass(frozen=True)
+        class World:
+            spec: str = "world"
+
+            async def restore(self, history: Sequence[car.Turn]) -> int:
+                return len(history)
+
+            async def step(
+                self, state: int, index: int, actor: str, action: car.Action, key: car.EventKey
+            ) -> car.EnvStep:
+                return car.EnvStep(observations=(), state=state + 1, next_actor=None)
+
+
+        car.blame("run.json", policy=Frozen(), env=World(), scorer=Judge())
+        car.BatchOptions(policy=Frozen(), env=World(), scorer=Judge())
+        """,
+    )
+    assert errors == []
+
+
 def test_a_store_made_in_one_thread_serves_a_batch_run_in_another(tmp_path: Path) -> None:
     """A script's `asyncio.to_thread(car.blame_many, ..., store=store)` (or a worker thread) found
     its store "damaged (SQLite objects created in a thread can only be used in that same thread)",
