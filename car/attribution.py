@@ -187,6 +187,17 @@ def prepare(
         raise InputError("trace: an empty path (''); name a trace file")
     if not isinstance(trace, Trace):
         path = str(trace)
+        # What `car blame` takes as a batch: the function that attributes it is named.
+        if os.path.isdir(path):
+            raise InputError(
+                f"{path}: a directory; car.blame attributes one trace file, "
+                f"car.blame_many({path!r}) every trace in it"
+            )
+        if any(ch in path for ch in "*?[") and not os.path.exists(path):
+            raise InputError(
+                f"{path}: a pattern; car.blame attributes one trace file, "
+                f"car.blame_many({path!r}) every trace it matches"
+            )
         trace = load_any(trace)
     elif trace.source is not None:
         path = trace.source.path

@@ -82,6 +82,30 @@ def test_blame_refuses_an_empty_path() -> None:
     assert str(info.value) == "trace: an empty path (''); name a trace file"
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            str(TRACES),
+            f"{TRACES}: a directory; car.blame attributes one trace file, "
+            f"car.blame_many({str(TRACES)!r}) every trace in it",
+        ),
+        (
+            f"{TRACES}/*.json",
+            f"{TRACES}/*.json: a pattern; car.blame attributes one trace file, "
+            f"car.blame_many({f'{TRACES}/*.json'!r}) every trace it matches",
+        ),
+    ],
+)
+def test_blame_of_a_directory_or_a_pattern_points_at_blame_many(given: str, message: str) -> None:
+    """`car.blame("traces/")` said "is a directory, expected a trace file" and a pattern "no such
+    file", as `car blame traces/` attributes them all: the function that does is not named."""
+    for call in (car.blame, lambda t: asyncio.run(car.blame_async(t))):
+        with pytest.raises(InputError) as info:
+            call(given)
+        assert str(info.value) == message
+
+
 async def _callback(*args: object) -> None:
     raise AssertionError("never awaited")
 
