@@ -217,6 +217,12 @@ def _component(name: str, value: object, *, kind: str, members: tuple[str, ...],
             f"{option_name(name)} must be a spec string ({specs}) or a car.{kind} (an object with "
             f"{_listed(members, 'and')}), got {_which(value, missing)}"
         )
+    spec = getattr(value, "spec", None)  # present: `_lacks` found it
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError(
+            f"{option_name(name)} must be a car.{kind}: {type(value).__name__}.spec names it in the "
+            f"report and the store, so it must be a non-empty string, got {_given(spec)}"
+        )
     for member in members:
         problem = method_problem(value, member[:-2]) if member.endswith("()") else None
         if problem is not None:

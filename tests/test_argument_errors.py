@@ -455,6 +455,30 @@ def test_a_component_car_could_not_call_is_refused_before_any_work(
     _both_refuse({"options": car.BatchOptions(**given)}, message, "blame_many")
 
 
+class _Unnamed:
+    def __init__(self, spec: object) -> None:
+        self.spec = spec
+
+    async def act(self, decision: object, key: object) -> car.Action:
+        return car.Action(text="x")
+
+
+@pytest.mark.parametrize(
+    ("spec", "given"), [(None, "None (NoneType)"), (42, "42 (int)"), (" ", "' ' (str)")]
+)
+def test_a_component_whose_spec_is_not_a_name_is_refused_before_any_work(
+    spec: object, given: str
+) -> None:
+    """`spec=None` ran every rollout, then failed building the report with pydantic's
+    "1 validation error for Specs"; an empty one made a report and store key naming nothing."""
+    message = (
+        "policy= must be a car.Policy: _Unnamed.spec names it in the report and the store, so it "
+        f"must be a non-empty string, got {given}"
+    )
+    _both_refuse({"policy": _Unnamed(spec)}, message)
+    _both_refuse({"options": car.BatchOptions(policy=_Unnamed(spec))}, message, "blame_many")
+
+
 def test_the_component_check_asks_what_the_protocols_ask() -> None:
     """The members are named in `car.arguments` (which loads no protocol); they must be the
     `runtime_checkable` protocols' own: an object passes exactly when it is an instance."""
