@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel
 
 from car.arguments import check_arguments, parameters_of
-from car.errors import CarError, InputError
+from car.errors import COMMAND_LINE, CarError, InputError, option_name
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.jsonfile import utf8_text
 from car.protocols import Environment, Policy, Scorer
@@ -201,7 +201,8 @@ class BatchOptions:
     shapley_method: str = "auto"
     budget_calls: int | None = None
     # The options the user set, each as they set it ('--samples 64', 'CAR_LEVEL=0.9'); None: every
-    # option not at its default, shown as its flag (a Python caller). See `__post_init__`.
+    # option not at its default, shown as its keyword ('samples=64': a Python caller). See
+    # `__post_init__`.
     given: Mapping[str, str] | None = None
     # Where each component spec not given on the command line was set ("environment variable
     # CAR_SCORER", "car.toml, key scorer"), keyed 'policy', 'env', 'scorer': a spec error names it.
@@ -212,27 +213,39 @@ class BatchOptions:
         --samples and --level with --adaptive, --confidence without it, the Shapley options where no
         Shapley runs (--budget and --target-width serve both --adaptive and Shapley)."""
         shapley = ["players", "shapley_method", "budget_calls"]
+        # Named as the caller spells them: `--adaptive` on the command line, `adaptive=True` here.
+        adaptive = "--adaptive" if COMMAND_LINE.get() else option_name("adaptive", "True")
         # (what ignores them, why, the options, the other way out)
         rules: list[tuple[str, str, list[str], str]]
         if self.adaptive:
             method = [] if self.method == "contrastive" else ["method"]  # contrastive is what it does
-            out = "drop --adaptive"
+            out = f"drop {adaptive}"
             rules = [
-                ("--adaptive", "samples until certified (within --budget)", ["samples"], out),
-                ("--adaptive", "reports its intervals at --confidence", ["level"], out),
-                ("--adaptive", "runs no Shapley", method + shapley, out),
+                (
+                    adaptive,
+                    f"samples until certified (within {option_name('budget')})",
+                    ["samples"],
+                    out,
+                ),
+                (adaptive, f"reports its intervals at {option_name('confidence')}", ["level"], out),
+                (adaptive, "runs no Shapley", method + shapley, out),
             ]
         else:
             rules = [
-                ("without --adaptive", "the intervals are at --level", ["confidence"], "add --adaptive")
+                (
+                    f"without {adaptive}",
+                    f"the intervals are at {option_name('level')}",
+                    ["confidence"],
+                    f"add {adaptive}",
+                )
             ]
             if self.method == "contrastive":
                 rules.append(
                     (
-                        "--method contrastive",
+                        option_name("method", "contrastive"),
                         "runs no Shapley",
                         [*shapley, "budget", "target_width"],
-                        "use --method auto or shapley",
+                        f"use {option_name('method', 'auto')} or shapley",
                     )
                 )
         fired = [
@@ -260,7 +273,7 @@ class BatchOptions:
         value = getattr(self, name)
         if value == _DEFAULTS[name]:
             return None
-        return f"--{'shapley' if name == 'shapley_method' else name.replace('_', '-')} {value}"
+        return option_name(name, str(value))
 
     def blame_kwargs(self) -> dict[str, Any]:
         common = {

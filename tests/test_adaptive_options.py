@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,13 +114,20 @@ def test_project_defaults_in_the_configuration_are_not_refused_by_a_mode_that_ig
 
 
 def test_batch_options_refuse_what_the_mode_ignores() -> None:
-    """From Python, a value other than the default is what the user set."""
-    with pytest.raises(InputError, match="--samples 64"):
-        BatchOptions(adaptive=True, samples=64)
-    with pytest.raises(InputError, match=r"--confidence 0\.99"):
-        BatchOptions(confidence=0.99)
-    with pytest.raises(InputError, match="--budget 50"):
-        BatchOptions(method="contrastive", budget=50)
+    """From Python, a value other than the default is what the user set, named by its keyword, as
+    `car.blame` names it (`BatchOptions` named the command line's `--adaptive` and `--samples 64`)."""
+    messages: dict[str, dict[str, Any]] = {
+        "adaptive=True samples until certified (within budget=), so samples=64 would be ignored; "
+        "drop it, or drop adaptive=True": {"adaptive": True, "samples": 64},
+        "without adaptive=True the intervals are at level=, so confidence=0.99 would be ignored; "
+        "drop it, or add adaptive=True": {"confidence": 0.99},
+        "method=contrastive runs no Shapley, so budget=50 would be ignored; drop it, or use "
+        "method=auto or shapley": {"method": "contrastive", "budget": 50},
+    }
+    for message, options in messages.items():
+        with pytest.raises(InputError) as info:
+            BatchOptions(**options)
+        assert str(info.value) == message
     BatchOptions(method="shapley", budget=50, target_width=0.1)
     BatchOptions(adaptive=True, budget=50, target_width=0.1, confidence=0.9)
 
