@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from car.arguments import check_arguments, check_sampled_steps
-from car.errors import BudgetError, InputError, option_name
+from car.errors import BudgetError, InputError, flag_name, option_name
 from car.estimators.sequential import LocusState, locus_state
 from car.protocols import Environment, Policy, Scorer
 from car.replay import Replay, Reproductions, RowRunner, gather_all
@@ -206,9 +206,10 @@ def check_adaptive(
         # A committed later step has effect exactly 0: certifying it "at most 0" needs a bound
         # of exactly 1 on its failure rate, which no finite sample gives.
         raise InputError(
-            "--adaptive with --min-effect 0 can never certify (a step with no effect is never "
-            "certified at or below 0) and would spend its whole budget: give --min-effect above "
-            "0, or --target-width to stop on precision"
+            f"{flag_name('adaptive')} with {option_name('min_effect', '0')} can never certify (a "
+            "step with no effect is never certified at or below 0) and would spend its whole "
+            f"budget: give {option_name('min_effect')} above 0, or {option_name('target_width')} "
+            "to stop on precision"
         )
     _check_budget(RowRunner(replay), budget)
     return budget

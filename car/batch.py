@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel
 
 from car.arguments import check_arguments, parameters_of
-from car.errors import COMMAND_LINE, CarError, InputError, option_name
+from car.errors import CarError, InputError, flag_name, option_name
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.jsonfile import utf8_text
 from car.protocols import Environment, Policy, Scorer
@@ -213,8 +213,7 @@ class BatchOptions:
         --samples and --level with --adaptive, --confidence without it, the Shapley options where no
         Shapley runs (--budget and --target-width serve both --adaptive and Shapley)."""
         shapley = ["players", "shapley_method", "budget_calls"]
-        # Named as the caller spells them: `--adaptive` on the command line, `adaptive=True` here.
-        adaptive = "--adaptive" if COMMAND_LINE.get() else option_name("adaptive", "True")
+        adaptive = flag_name("adaptive")
         # (what ignores them, why, the options, the other way out)
         rules: list[tuple[str, str, list[str], str]]
         if self.adaptive:

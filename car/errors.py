@@ -23,6 +23,7 @@ __all__ = [
     "InputError",
     "RolloutError",
     "SpecError",
+    "flag_name",
     "option_name",
 ]
 
@@ -42,6 +43,12 @@ def option_name(keyword: str, value: str | None = None) -> str:
         return f"{keyword}={value or ''}"
     flag = _FLAGS.get(keyword, "--" + keyword.replace("_", "-"))
     return f"{flag} {value}" if value else flag
+
+
+def flag_name(keyword: str) -> str:
+    """How a message names a switch turned on: `--adaptive` while `car` runs, `adaptive=True`
+    elsewhere."""
+    return option_name(keyword) if COMMAND_LINE.get() else option_name(keyword, "True")
 
 
 def option_spec(keyword: str, spec: str, *, quoted: bool = False) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import car
 from bench.methods import replay_for
 from car.adaptive import blame_adaptive_async, run_adaptive
 from car.cli import main
@@ -221,3 +222,17 @@ def test_adaptive_refuses_min_effect_0(capsys) -> None:  # type: ignore[no-untyp
         main(["blame", str(TRACES / "pivot.json"), "--adaptive", "--min-effect", "0", "--no-store"])
     assert exc.value.code == 2
     assert "--adaptive with --min-effect 0 can never certify" in capsys.readouterr().err
+
+
+def test_adaptive_refuses_min_effect_0_in_python_words() -> None:
+    """From Python each trace's error named the command line's `--adaptive` and `--min-effect 0`."""
+    from tests.conftest import TRACES
+
+    options = car.BatchOptions(adaptive=True, min_effect=0)
+    (result,) = car.blame_many(str(TRACES / "pivot.json"), options=options)
+    assert result.status == "input-error"
+    assert result.error == (
+        "adaptive=True with min_effect=0 can never certify (a step with no effect is never certified "
+        "at or below 0) and would spend its whole budget: give min_effect= above 0, or "
+        "target_width= to stop on precision"
+    )
