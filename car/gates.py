@@ -15,10 +15,11 @@ user can fix, so it must never be masked. `--exit-zero` turns 1 and 3 into 0 and
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from car.errors import InputError
+from car.errors import InputError, option_name
 from car.report import Report, shared_credit, short
 
 __all__ = [
@@ -63,11 +64,27 @@ class Gates:
     fail_on_blame: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.min_match_rate is not None and not 0 <= self.min_match_rate <= 1:
-            raise InputError(f"--min-match-rate must be in [0, 1], got {self.min_match_rate}")
-        for who in self.fail_on_blame:
+        rate = self.min_match_rate
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, numbers.Real)):
+            raise InputError(
+                f"{option_name('min_match_rate')} must be a number in [0, 1], got {rate!r} "
+                f"({type(rate).__name__})"
+            )
+        if rate is not None and not 0 <= rate <= 1:
+            raise InputError(f"{option_name('min_match_rate')} must be in [0, 1], got {rate}")
+        blame = self.fail_on_blame
+        # A string is a sequence of its characters: `fail_on_blame="any"` tripped on no step.
+        if not isinstance(blame, tuple | list) or not all(isinstance(w, str) for w in blame):
+            one = f"; for one, ({blame!r},)" if isinstance(blame, str) else ""
+            raise InputError(
+                f"{option_name('fail_on_blame')} must be a tuple of actor ids, step indices or "
+                f"'any', got {blame!r} ({type(blame).__name__}){one}"
+            )
+        for who in blame:
             if not who.strip():
-                raise InputError("--fail-on-blame needs an actor id, a step index or 'any'")
+                raise InputError(
+                    f"{option_name('fail_on_blame')} needs an actor id, a step index or 'any'"
+                )
 
     def check(self, report: Report) -> list[str]:
         """Messages for the gates this report trips (empty: it passes)."""

@@ -479,6 +479,35 @@ def test_a_component_whose_spec_is_not_a_name_is_refused_before_any_work(
     _both_refuse({"options": car.BatchOptions(policy=_Unnamed(spec))}, message, "blame_many")
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"fail_on_blame": "any"},
+            "fail_on_blame= must be a tuple of actor ids, step indices or 'any', got 'any' (str); "
+            "for one, ('any',)",
+        ),
+        (
+            {"fail_on_blame": 1},
+            "fail_on_blame= must be a tuple of actor ids, step indices or 'any', got 1 (int)",
+        ),
+        ({"min_match_rate": "0.5"}, "min_match_rate= must be a number in [0, 1], got '0.5' (str)"),
+        ({"min_match_rate": 2}, "min_match_rate= must be in [0, 1], got 2"),
+    ],
+)
+def test_gates_of_the_wrong_type_are_refused_in_python_words(
+    given: dict[str, Any], message: str
+) -> None:
+    """`Gates(fail_on_blame="any")` was the gates 'a', 'n' and 'y', so it tripped on no step;
+    `min_match_rate="0.5"` raised TypeError ('<=' not supported); a range error named the command
+    line's `--min-match-rate`."""
+    from car.gates import Gates
+
+    with pytest.raises(InputError) as info:
+        Gates(**given)
+    assert str(info.value) == message
+
+
 def test_the_component_check_asks_what_the_protocols_ask() -> None:
     """The members are named in `car.arguments` (which loads no protocol); they must be the
     `runtime_checkable` protocols' own: an object passes exactly when it is an instance."""
