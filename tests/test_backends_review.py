@@ -25,7 +25,7 @@ from car.backends.openai import OpenAIPolicy, capabilities
 from car.backends.openai import openai_backend as make_http
 from car.backends.options import BackendOptions, configure
 from car.backends.wire import action_from_anthropic, action_from_openai
-from car.errors import BackendError, InputError
+from car.errors import COMMAND_LINE, BackendError, InputError
 from car.importers import load_any
 from car.rng import EventKey
 from car.sim import scenario_for
@@ -419,11 +419,38 @@ def test_an_unset_key_variable_named_in_the_configuration_names_the_file(
     assert "--api-key-env" not in result.err
 
 
+def test_a_missing_key_says_how_a_script_names_another_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From Python it said "(or name another variable with --api-key-env)", a flag a script has
+    no way to give."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(InputError) as info:
+        car.blame(ROOT / "traces" / "support-refund.json", policy="openai:gpt-4o")
+    assert str(info.value) == (
+        "OpenAI needs an API key: set OPENAI_API_KEY in the environment (or name another "
+        "variable with car.backends.options.configure(api_key_env=NAME))"
+    )
+
+
 def test_an_unset_key_variable_names_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_KEY", raising=False)
     opts = BackendOptions(base_url="http://127.0.0.1:9/v1", api_key_env="VLLM_KEY")
-    with pytest.raises(InputError, match=r"^--api-key-env VLLM_KEY: "):
-        make_http(opts)  # not in the environment or a file: the flag (or `configure`) set it
+    # Not in the environment or a file: the flag set it, or from Python `configure` (which the
+    # message named as the flag, `--api-key-env VLLM_KEY`, that a script has no way to give).
+    with pytest.raises(InputError) as info:
+        make_http(opts)
+    assert str(info.value) == (
+        "car.backends.options.configure(api_key_env='VLLM_KEY'): that environment variable is not "
+        "set or empty"
+    )
+    token = COMMAND_LINE.set(True)
+    try:
+        with pytest.raises(InputError, match=r"^--api-key-env VLLM_KEY: "):
+            make_http(opts)
+    finally:
+        COMMAND_LINE.reset(token)
     monkeypatch.setenv("CAR_API_KEY_ENV", "VLLM_KEY")
     with pytest.raises(InputError, match=r"^environment variable CAR_API_KEY_ENV=VLLM_KEY: "):
         make_http(opts)

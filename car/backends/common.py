@@ -11,7 +11,7 @@ from typing import ClassVar
 from car.backends.http import HttpBackend, notice
 from car.backends.options import BackendOptions, cache_config, current
 from car.backends.wire import Draw
-from car.errors import BackendError, CarError, InputError
+from car.errors import COMMAND_LINE, BackendError, CarError, InputError
 from car.protocols import Decision
 from car.trace import Sampling, Trace
 
@@ -117,7 +117,7 @@ def api_key(
     if base_url.rstrip("/") == vendor_url.rstrip("/"):
         raise InputError(
             f"{vendor} needs an API key: set {default_var} in the environment "
-            "(or name another variable with --api-key-env)"
+            f"(or name another variable with {_key_env_option()})"
         )
     return None
 
@@ -137,7 +137,7 @@ def http_backend(
     refused = (
         f"is the key in {key_var} the one this server takes?"
         if key
-        else f"no API key was sent: set {key_var} (or name another variable with --api-key-env)"
+        else f"no API key was sent: set {key_var} (or name another variable with {_key_env_option()})"
     )
     return HttpBackend(
         name,
@@ -155,7 +155,8 @@ def http_backend(
 def _key_env_source(name: str) -> str:
     """Where the `api_key_env` setting `name` came from, as `server_url` names a base URL's source:
     a `CAR_API_KEY_ENV` variable or the configuration file that holds this name (the command line
-    wins over both, so a flag with another name was not read from them), else `--api-key-env`."""
+    wins over both, so a flag with another name was not read from them), else `--api-key-env` (from
+    Python, `configure`)."""
     for var, value in os.environ.items():
         if var.startswith("CAR_") and var[4:].lower() == "api_key_env" and value == name:
             return f"environment variable {var}={name}"
@@ -169,7 +170,14 @@ def _key_env_source(name: str) -> str:
         path, _ = found
         where = f"{path}: [tool.car]" if path.name == "pyproject.toml" else str(path)
         return f"{where}: api_key_env = {name!r}"
-    return f"--api-key-env {name}"
+    return _key_env_option(name)
+
+
+def _key_env_option(name: str | None = None) -> str:
+    """How to set `api_key_env` (to `name`): the flag while `car` runs, `configure` from Python."""
+    if COMMAND_LINE.get():
+        return "--api-key-env" + (f" {name}" if name else "")
+    return f"car.backends.options.configure(api_key_env={repr(name) if name else 'NAME'})"
 
 
 def recorded_models(trace: Trace | None) -> set[str]:
