@@ -23,7 +23,7 @@ import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -37,6 +37,10 @@ from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
 from car.tracefiles import TRACE_SUFFIXES, Entry, checked, is_folder, natural_key, walk
+
+if TYPE_CHECKING:  # car.fallback and car.shapley load numpy: not at import
+    from car.fallback import Method
+    from car.shapley import ShapleyMethod
 
 __all__ = [
     "ESTIMATE_VERSION",
@@ -196,9 +200,9 @@ class BatchOptions:
     confidence: float = 0.95
     budget: int | None = None  # rollouts per trace for Shapley or the adaptive run (None: default)
     target_width: float | None = None  # stop once open intervals have at most this half-width
-    method: str = "auto"  # contrastive, shapley, or auto (Shapley when credit is shared)
+    method: Method = "auto"  # contrastive, shapley, or auto (Shapley when credit is shared)
     players: str = "steps"
-    shapley_method: str = "auto"
+    shapley_method: ShapleyMethod = "auto"
     budget_calls: int | None = None
     # The options the user set, each as they set it ('--samples 64', 'CAR_LEVEL=0.9'); None: every
     # option not at its default, shown as its keyword ('samples=64': a Python caller). See

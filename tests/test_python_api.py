@@ -61,6 +61,7 @@ def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
             car.blame("run.json", seed="1")
             car.blame_many("runs/", option=car.BatchOptions())
             car.BatchOptions(policy=3)
+            car.BatchOptions(method="shap", shapley_method="exact")
             """
         ),
         encoding="utf-8",
@@ -92,6 +93,9 @@ def test_a_script_type_checks_its_calls(tmp_path: Path) -> None:
         'Unexpected keyword argument "option" for "blame_many"; did you mean "options"?  [call-arg]',
         'Argument "policy" to "BatchOptions" has incompatible type "int"; '
         'expected "str | Policy | None"  [arg-type]',
+        # `car.blame(method="shap")` was flagged, `BatchOptions(method="shap")` typed a str.
+        'Argument "method" to "BatchOptions" has incompatible type "Literal[\'shap\']"; '
+        "expected \"Literal['contrastive', 'shapley', 'auto']\"  [arg-type]",
     ], done.stdout + done.stderr
 
 
