@@ -6,6 +6,7 @@ Kept out of `car/cli.py` so the command's body stays a thin call and the logic i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -205,10 +206,23 @@ def suffix_note(path: Path, by_suffix: bool) -> str:
 
 
 def write_report(path: Path, text: str) -> None:
-    """Write an output file, making missing parent directories; one-line InputError on failure."""
+    """Write an output file, making missing parent directories; one-line InputError on failure.
+    A file is replaced whole (written beside it, then renamed over it), so a write that fails half-way
+    (a full disk, an interrupt) leaves the last good report in place, not part of a new one."""
     prepare_output(path)
     try:
-        path.write_text(text, encoding="utf-8")
+        if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written as they are
+            path.write_text(text, encoding="utf-8")
+            return
+        target = Path(os.path.realpath(path))  # through a symlink, as writing in place does
+        tmp = target.with_name(target.name + ".tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # never leave a partial file behind
+            raise
     except OSError as exc:
         raise InputError(f"{path}: cannot write the report ({os_reason(exc)})") from None
 

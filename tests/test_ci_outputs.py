@@ -1065,7 +1065,7 @@ def test_a_report_that_cannot_be_written_after_the_work_is_kept_in_a_file_of_its
     write_text = Path.write_text
 
     def full_disk(self: Path, *args: Any, **kwargs: Any) -> int:
-        if self.name == "r.html":
+        if self.name.startswith("r.html"):  # the file, or the one written beside it
             raise OSError(28, "No space left on device")
         return write_text(self, *args, **kwargs)
 
@@ -1321,3 +1321,25 @@ def test_a_priced_counter_nobody_reports_is_noted(
     )
     code, _, err = run([*args, "--price", "input_tokens=2.5"], capsys)
     assert code == 0 and "--price" not in err
+
+
+def test_a_report_the_disk_refuses_leaves_the_last_good_one_in_place(work: Path) -> None:
+    """A report file is replaced whole or not at all: on a disk that fills half-way through (a file
+    size limit here), the last run's report stays as it was; it was cut to what fitted, a JSON file
+    that no longer parses."""
+    import resource
+
+    argv = [sys.executable, "-m", "car", "blame", PIVOT, *FAST, "-q", "-o", "r.json"]
+    assert subprocess.run(argv, capture_output=True).returncode == 0
+    good = (work / "r.json").read_bytes()
+    assert len(good) > 2048
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+
+    done = subprocess.run([*argv, "--seed", "1"], capture_output=True, text=True, preexec_fn=small_disk)
+    assert done.returncode == 2
+    assert done.stderr.startswith("car: error: r.json: cannot write the report (File too large)")
+    assert "Traceback" not in done.stderr
+    assert (work / "r.json").read_bytes() == good
+    assert sorted(p.name for p in work.iterdir()) == ["broken.json", "down.py", "r.json"]
