@@ -685,6 +685,9 @@ def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
     removed = []
     for f in (p, Path(f"{p}-wal"), Path(f"{p}-shm")):
         if f.exists():
-            f.unlink()
+            try:
+                f.unlink()
+            except OSError as exc:  # a read-only mount or directory
+                raise StoreError(f"{f}: cannot remove the store ({os_reason(exc)})") from None
             removed.append(f)
     return removed

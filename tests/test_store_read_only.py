@@ -3,6 +3,7 @@ store in WAL mode needs an -shm file beside it, which SQLite cannot make there."
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -93,3 +94,27 @@ def test_a_shard_with_rows_in_its_log_on_read_only_media_is_named_as_merged(
     assert r.err.startswith(
         f"car: error: {shard} (merging into {into}): cannot read the rows in its write-ahead log "
     )
+
+
+def test_clearing_a_store_on_read_only_media_is_one_line(
+    artifact: Path, run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`car cache clear` of a store it cannot delete ended in an OSError traceback (exit 1)."""
+    store = artifact / "s.sqlite"
+    _store_of_a_run(store, run_cli)
+    if os.geteuid() == 0:  # root deletes in a read-only directory: the mount refuses it instead
+        unlink = Path.unlink
+
+        def read_only_mount(self: Path, missing_ok: bool = False) -> None:
+            if self.parent == artifact:
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+            unlink(self, missing_ok)
+
+        monkeypatch.setattr(Path, "unlink", read_only_mount)
+    else:
+        artifact.chmod(0o555)
+    r = run_cli("cache", "clear", "--store", store)
+    assert (r.code, r.out) == (2, "")
+    reason = os.strerror(errno.EROFS if os.geteuid() == 0 else errno.EACCES)
+    assert r.err == f"car: error: {store}: cannot remove the store ({reason})\n"
+    assert store.exists()
