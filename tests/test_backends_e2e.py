@@ -502,3 +502,39 @@ def test_unreachable_server_ends_the_run_with_one_line() -> None:
     [line] = proc.stderr.strip().splitlines()  # one line: no "Task exception was never retrieved"
     assert line.startswith("car: error:") and f"cannot reach {dead}" in line
     assert ": 3 requests," in proc.stdout  # the probe's three attempts, then nothing was sent
+
+
+def test_a_judge_whose_rubric_file_or_server_settings_change_is_not_served_its_old_verdicts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text of a `rubric=@FILE` judge, and the server settings the judge or an `llm-sim:`
+    environment draws with (`--temperature`, `--base-url`), were not part of the store key: edit the
+    rubric and rerun, and every judgement of the old rubric came back from the store, with the old
+    report."""
+    monkeypatch.chdir(tmp_path)
+
+    def judge(messages: Any, tools: Any, u: float) -> Action:
+        text = messages[-1].content
+        return Action(text="FAIL" if "always" in text or "issue_refund" in text else "PASS")
+
+    Path("rubric.txt").write_text("FAIL if the refund was issued.", encoding="utf-8")
+    with LoopbackServer({"judge": judge, "*": TextModel()}) as server:
+        args = ["blame", TRACE, "--samples", "8", "--match-samples", "2", "--format", "json"]
+        args += ["--method", "contrastive", "--no-progress"]
+        judged = [*args, "--scorer", f"llm-judge:openai:judge?base_url={server.url}&rubric=@rubric.txt"]
+        code, first, err = _cli([*judged, "--store", "s.sqlite"], capsys)
+        assert code == 0, err
+        Path("rubric.txt").write_text("FAIL always.", encoding="utf-8")
+        code, again, err = _cli([*judged, "--store", "s.sqlite"], capsys)
+        assert code == 0, err
+        code, fresh, err = _cli([*judged, "--no-store"], capsys)
+        assert code == 0, err
+        assert json.loads(again) == json.loads(fresh) != json.loads(first)
+
+        simulated = [*args, "--env", "llm-sim:openai:sim", "--base-url", server.url, "-q"]
+        simulated += ["--policy", "sim:support-refund", "--store", "s.sqlite"]
+        code, _, err = _cli(simulated, capsys)
+        assert code == 0, err
+        code, out, err = _cli([*simulated, "--format", "table", "--temperature", "0.5"], capsys)
+        assert code == 0, err
+        assert "budget: 14 rollouts, " in out  # none served from the store (no "(14 stored)")

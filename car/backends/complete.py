@@ -10,7 +10,7 @@ from typing import Any, Literal
 from car.backends.anthropic import DEFAULT_MAX_TOKENS, anthropic_backend, messages_call
 from car.backends.http import HttpBackend
 from car.backends.openai import capabilities, openai_backend
-from car.backends.options import BackendOptions, base_url_problem
+from car.backends.options import BackendOptions, base_url_problem, cache_config
 from car.backends.wire import Draw, draw_from_openai, openai_choices
 from car.errors import SpecError
 from car.rng import EventKey
@@ -101,6 +101,12 @@ class Completer:
                 f"{self.name}: {self.cut} of {self.answers} answers were cut at max tokens ({what})"
             )
         return out
+
+    @property
+    def cache_config(self) -> dict[str, object]:
+        """What decides its answers beyond the spec that named it (the server and its settings): the
+        stored rollouts of a component that asks it are keyed by it."""
+        return cache_config(self.model, self.http.base_url, self.options)
 
     @property
     def usage(self) -> dict[str, int]:

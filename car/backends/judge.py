@@ -124,6 +124,12 @@ class LLMJudge:
         self.variance_sum = 0.0
         self.unparsed = 0
 
+    @property
+    def cache_config(self) -> dict[str, object]:
+        """What decides the verdicts beyond the spec: the server and its settings, and the rubric (a
+        `rubric=@FILE` is the file's text): stored rollouts are keyed by it."""
+        return {**self.complete.cache_config, "rubric": self.rubric}
+
     def _rubric(self, given: str | None) -> str:
         if given and given.startswith("@"):
             path = Path(given[1:])

@@ -80,6 +80,12 @@ class LLMSimEnvironment(RecordedEnvironment):
                     self._examples.setdefault(call.name, []).append((call, by_id[call.id]))
         self._schemas = {tool_schema(t).name: tool_schema(t) for a in trace.actors for t in a.tools}
 
+    @property
+    def cache_config(self) -> dict[str, object]:
+        """The model's server and settings, which decide the observations it simulates: stored
+        rollouts are keyed by them."""
+        return self.complete.cache_config
+
     async def unseen(self, call: ToolCall, j: int, index: int, key: EventKey) -> Observation:
         text = await self.complete(_SYSTEM, self._prompt(call), key.at(kind=f"env-sim{j}"))
         self.simulated += 1
