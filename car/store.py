@@ -128,6 +128,10 @@ class _Foreign(sqlite3.DatabaseError):
     pass
 
 
+class _OtherVersion(sqlite3.DatabaseError):
+    pass
+
+
 class StoreError(InputError):
     """The store file cannot be used (corrupted, foreign, newer version, unwritable)."""
 
@@ -395,6 +399,11 @@ class RolloutStore:
         except _Foreign as exc:
             self._db.close()
             raise StoreError(f"{self.path}: {exc}, not a car store{_advise(ways)}") from None
+        except _OtherVersion as exc:
+            self._db.close()
+            raise StoreError(
+                f"{self.path}: {exc}; {_either(['read it with the car that wrote it', *ways])}"
+            ) from None
         except sqlite3.DatabaseError as exc:
             self._db.close()
             if _unwritable(exc):  # a read-only directory or file, not damage: never suggest deleting it
@@ -437,6 +446,12 @@ class RolloutStore:
     def _check(self) -> None:
         """The version and car's tables, as this car reads them."""
         row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        if row is not None and row[0] != STORE_VERSION and str(row[0]).startswith("car.store/"):
+            # Intact, and its rollouts are the other car's to reuse: never offered for removal.
+            raise _OtherVersion(
+                f"written by another version of car (store version {row[0]!r}; this car reads "
+                f"{STORE_VERSION!r})"
+            )
         if row is None or row[0] != STORE_VERSION:
             found = "no store version" if row is None else f"store version {row[0]!r}"
             raise sqlite3.DatabaseError(f"{found}, this car reads {STORE_VERSION!r}")

@@ -213,3 +213,30 @@ def test_merge_and_cache_info_count_the_same_rows_in_the_same_words(
     assert merged.out == f"{into}: 1,200 rollouts and draws stored over 1 trace; 0 reports\n"
     info = run_cli("cache", "info", "--store", into)
     assert info.out.startswith(f"{into}: 1,200 rollouts and draws stored (600 match, 600 run) over")
+
+
+def test_a_store_of_another_car_version_is_never_offered_for_deletion(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """A store that a newer car wrote is intact, and its rollouts are that car's to reuse: it was
+    called unusable and offered for removal (`car cache clear`), as a damaged one is."""
+    store = tmp_path / "s.sqlite"
+    with RolloutStore(store) as st:
+        st.put("ns", "k", "h", "run", {"value": 1.0})
+    db = sqlite3.connect(store)
+    with db:
+        db.execute("UPDATE meta SET value='car.store/v2' WHERE key='version'")
+    db.close()
+    said = (
+        f"{store}: written by another version of car (store version 'car.store/v2'; this car reads "
+        "'car.store/v1'); read it with the car that wrote it"
+    )
+    err = _one_line(run_cli("blame", TRACES / "or.json", "--store", store, "-q"))
+    assert err == (
+        f"car: error: {said}, use another file (--store PATH), or run without a store (--no-store)\n"
+    )
+    err = _one_line(run_cli("cache", "info", "--store", store))
+    assert err == f"car: error: {said} or name another store with --store\n"
+    db = sqlite3.connect(store)
+    assert db.execute("SELECT COUNT(*) FROM rollouts").fetchone() == (1,)
+    db.close()
