@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+import stat
 import threading
 import time
 import zlib
@@ -286,6 +287,23 @@ class StoredResult:
 _SQLITE_HEADER = b"SQLite format 3\0"
 
 
+def _special(path: Path) -> str | None:
+    """What a path that is neither a file nor a directory is ("a character device": `/dev/null`,
+    given to mean "keep nothing"); None for anything else. SQLite would open it and make a journal
+    beside it, and deleting it would delete the device."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for special, name in kinds if special(mode)), None)
+
+
 def _head(path: Path) -> bytes | None:
     """The first bytes of a regular file; None when it cannot be read (opening it then names why)
     or is not a regular file (a pipe would block)."""
@@ -366,6 +384,9 @@ class RolloutStore:
             raise StoreError(f"{self.path}: an empty file, not a car store")
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a directory, not a store file{_advise(ways)}")
+        special = _special(self.path)
+        if special is not None:
+            raise StoreError(f"{self.path}: is {special}, not a store file{_advise(ways)}")
         looks = _not_sqlite(self.path)
         if looks is not None:  # someone's trace or notes: SQLite would not touch it, nor may we
             raise StoreError(f"{self.path}: not a car store (it looks like {looks}){_advise(ways)}")
@@ -641,7 +662,9 @@ def merge_source(path: str | Path, into: str | Path) -> RolloutStore:
     where = f"{p} (merging into {into})"
     hint = "name the shard stores that car blame --store wrote"
     if not p.is_file():
-        raise StoreError(f"{where}: {'is a directory' if p.is_dir() else 'no such file'}; {hint}")
+        special = _special(p)
+        what = "is a directory" if p.is_dir() else f"is {special}" if special else "no such file"
+        raise StoreError(f"{where}: {what}; {hint}")
     if p.stat().st_size == 0:
         raise StoreError(f"{where}: an empty file, not a car store; {hint}")
     looks = _not_sqlite(p)
@@ -686,6 +709,9 @@ def clear_store(path: str | Path, *, force: bool = False) -> list[Path]:
     p = Path(path)
     if p.is_dir():
         raise StoreError(f"{p}: is a directory, not a car store; not deleting it")
+    special = _special(p)
+    if special is not None:
+        raise StoreError(f"{p}: is {special}, not a car store; not deleting it")
     looks = _not_sqlite(p)
     if looks is not None:
         even = ", even with --force" if force else ""

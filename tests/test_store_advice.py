@@ -3,6 +3,7 @@ never for someone else's file, and only the options the command at hand has."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -240,3 +241,30 @@ def test_a_store_of_another_car_version_is_never_offered_for_deletion(
     db = sqlite3.connect(store)
     assert db.execute("SELECT COUNT(*) FROM rollouts").fetchone() == (1,)
     db.close()
+
+
+def test_a_device_or_pipe_named_as_the_store_is_never_opened_nor_deleted(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    """`--store /dev/null` (meant as "keep nothing") was opened by SQLite, which made a journal file
+    beside it, then called a damaged store and offered for removal; `car cache clear --store
+    /dev/null --force`, as advised, deleted the device. A named pipe stands in for it here."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    err = _one_line(run_cli("blame", TRACES / "or.json", "--store", pipe, "-q"))
+    assert err == (
+        f"car: error: {pipe}: is a named pipe, not a store file; use another file (--store PATH) "
+        "or run without a store (--no-store)\n"
+    )
+    err = _one_line(run_cli("cache", "info", "--store", pipe))
+    assert (
+        err
+        == f"car: error: {pipe}: is a named pipe, not a store file; name another store with --store\n"
+    )
+    err = _one_line(run_cli("cache", "clear", "--store", pipe, "--force"))
+    assert err == f"car: error: {pipe}: is a named pipe, not a car store; not deleting it\n"
+    err = _one_line(run_cli("merge", tmp_path / "all.sqlite", pipe))
+    assert err.startswith(
+        f"car: error: {pipe} (merging into {tmp_path / 'all.sqlite'}): is a named pipe;"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
