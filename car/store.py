@@ -452,16 +452,35 @@ class RolloutStore:
         db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a killed process (only an OS crash can lose the last commits).
         db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        # OR IGNORE: two processes creating one store may both find the version missing.
-        with db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (STORE_VERSION,))
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (str(time.time()),))
+        # One transaction: another process making the same store never sees car's tables without
+        # the version that tells them from another program's (`_refuse_foreign`). OR IGNORE: both
+        # may find the version missing.
+        try:
+            db.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA}"
+                f"INSERT OR IGNORE INTO meta VALUES ('version', '{STORE_VERSION}');"
+                f"INSERT OR IGNORE INTO meta VALUES ('created', '{time.time()}'); COMMIT;"
+            )
+        except sqlite3.Error:
+            if db.in_transaction:
+                db.rollback()
+            raise
         self._check()
 
     def _refuse_foreign(self) -> None:
+        """A database with tables is car's only if its `meta` table names a car store version:
+        another program's (which may well have a `meta` table) is never written to."""
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "meta" not in tables:
+        if not tables:
+            return
+        row = None
+        if "meta" in tables:
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such column" not in str(exc):  # a lock: waited out by the caller
+                    raise
+        if row is None or not str(row[0]).startswith("car.store/"):
             raise _Foreign("a SQLite file of another program")
 
     def _check(self) -> None:

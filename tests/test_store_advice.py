@@ -268,3 +268,30 @@ def test_a_device_or_pipe_named_as_the_store_is_never_opened_nor_deleted(
         f"car: error: {pipe} (merging into {tmp_path / 'all.sqlite'}): is a named pipe;"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.parametrize("version", [None, "9"])
+def test_another_programs_database_with_a_meta_table_is_left_as_it_was(
+    tmp_path: Path, run_cli: RunCli, version: str | None
+) -> None:
+    """A database of another program that has a table named `meta` (a common name) was taken for a
+    store: car switched it to WAL, added its tables and wrote its version into that table; with a
+    version of the program's own there, it was then called a damaged store and offered for removal."""
+    app = tmp_path / "app.db"
+    db = sqlite3.connect(app)
+    with db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        if version is not None:
+            db.execute("INSERT INTO meta VALUES ('version', ?)", (version,))
+    db.close()
+    before = app.read_bytes()
+    err = _one_line(run_cli("blame", TRACES / "or.json", "--store", app, "-q"))
+    assert err == (
+        f"car: error: {app}: a SQLite file of another program, not a car store; use another file "
+        "(--store PATH) or run without a store (--no-store)\n"
+    )
+    err = _one_line(run_cli("cache", "info", "--store", app))
+    assert "another program" in err and "cache clear" not in err
+    assert app.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
