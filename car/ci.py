@@ -10,10 +10,13 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 from rich.console import Console
@@ -905,4 +908,36 @@ def _execute(req: BlameRequest, kwargs: dict[str, Any]) -> list[TraceResult]:
         from car.executors.ray import run_ray
 
         return run_ray(address=req.address, **kwargs)
-    return asyncio.run(blame_many_async([], **kwargs))
+    stopping = False
+
+    async def run() -> list[TraceResult]:
+        # The first Ctrl-C (or SIGTERM, which `car.cli` hands to Ctrl-C's handler) cancels the run;
+        # one that comes again while the cancelled traces wind down is ignored. asyncio's own
+        # handler raises it wherever the loop stands: tasks cut off half-way were reported on
+        # stderr, and one whose wake-up it lost left the run waiting forever as it shut down.
+        main = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def interrupt(signum: int, frame: FrameType | None) -> None:
+            nonlocal stopping
+            if main is not None and not stopping:
+                stopping = True
+                loop.call_soon_threadsafe(main.cancel)
+
+        previous = signal.signal(signal.SIGINT, interrupt)
+        try:
+            return await blame_many_async([], **kwargs)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):  # no Ctrl-C reaches it: another thread, or a background job that ignores it
+        return asyncio.run(blame_many_async([], **kwargs))
+    try:
+        return asyncio.run(run())
+    except asyncio.CancelledError:
+        if stopping:
+            raise KeyboardInterrupt from None
+        raise

@@ -116,6 +116,41 @@ def test_an_interrupted_batch_writes_the_finished_reports_to_every_output(
         assert (got.code, got.err) == (1, "car: 2 traces: 1 interrupted, 1 ok\n")
 
 
+# As STUCK_POLICY, but the signal comes again as the stuck trace is cancelled: a second Ctrl-C (or
+# SIGTERM) while the run stops.
+AGAIN_POLICY = STUCK_POLICY.replace(
+    "        await asyncio.Event().wait()\n",
+    "        try:\n"
+    "            await asyncio.Event().wait()\n"
+    "        except asyncio.CancelledError:\n"
+    "            import os\n"
+    "            os.kill(os.getpid(), SIGNAL)\n"
+    "            raise\n",
+)
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_a_signal_that_comes_again_while_the_run_stops_stops_it_as_one_does(
+    tmp_path: Path, how: signal.Signals, code: int, word: str
+) -> None:
+    """asyncio's handler raised the second Ctrl-C wherever the loop stood: tasks cut off half-way
+    were reported on stderr ("Task was destroyed but it is pending!"), the trace that was running
+    was said never to have started, and a task whose wake-up it lost could make the run wait
+    forever as it shut down."""
+    _batch(tmp_path)
+    (tmp_path / "stuck.py").write_text(AGAIN_POLICY.replace("SIGNAL", str(int(how))))
+    argv = ["blame", "traces", *BATCH, "--store", "s.sqlite", "--format", "json", "-o", "out.json"]
+    rc, err = interrupt_after(argv, tmp_path, "car: [1/2]", how)
+    assert rc == code
+    assert len(err) == 3 and err[2].startswith(
+        f"car: {word}; the 1 finished trace's report is in out.json; rerun the same command"
+    ), err
+    stopped = json.loads((tmp_path / "out.json").read_text())["records"][1]
+    assert (stopped["status"], stopped["error"]) == ("interrupted", INTERRUPTED_RUNNING)
+
+
 def test_without_a_store_the_line_says_a_rerun_starts_over(tmp_path: Path) -> None:
     _batch(tmp_path)
     argv = ["blame", "traces", *BATCH, "--no-store", "-o", "out.md"]
