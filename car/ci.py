@@ -39,7 +39,7 @@ from car.formats import OutputFormat
 from car.gates import EXIT_OK, EXIT_USAGE, final_exit_code, step_index
 from car.jsonfile import os_reason, utf8_text
 from car.outputs import counts_line, jsonl_line, render_output, write_step_summary
-from car.render import literal
+from car.render import error_line, literal
 from car.report import Report, listed
 from car.stdout import keep, refused
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
@@ -408,7 +408,8 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
         refused = asyncio.run(_refusals(req, planned))
         for res in refused:
             print(
-                f"car: error: {literal(_located(res.path, res.label, res.error or ''))}", file=sys.stderr
+                f"car: error: {error_line(_located(res.path, res.label, res.error or ''))}",
+                file=sys.stderr,
             )
         return final_exit_code([r.exit_code for r in refused], exit_zero=req.exit_zero)
     for _, path in outputs:
@@ -603,11 +604,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
             # does (`_located`); -q hides the progress lines and the summary that name a batch's,
             # so its errors stay, named.
             print(
-                f"car: error: {literal(_located(res.path, res.label, res.error or res.status))}",
+                f"car: error: {error_line(_located(res.path, res.label, res.error or res.status))}",
                 file=sys.stderr,
             )
         elif res.status == "budget" and not batch:
-            print(f"car: budget: {literal(f'{res.path}: {res.error}')}", file=sys.stderr)
+            print(f"car: budget: {error_line(f'{res.path}: {res.error}')}", file=sys.stderr)
         elif res.status == "gate" and not batch:
             for g in res.gates:
                 print(f"car: gate: {literal(g)}", file=sys.stderr)

@@ -143,9 +143,9 @@ def _fail(exc: BaseException, code: int) -> NoReturn:
 
         traceback.print_exception(exc)
         raise SystemExit(code)
-    from car.render import literal  # an error may quote trace text or a file's name
+    from car.render import error_line  # an error may quote trace text or a file's name
 
-    message = str(literal(" ".join(str(exc).split()))) or type(exc).__name__
+    message = error_line(str(exc)) or type(exc).__name__
     print(f"car: error: {message}", file=sys.stderr)
     raise SystemExit(code)
 
@@ -521,7 +521,7 @@ def validate(
 
     One file gets a one-line summary; a directory, or several paths, a table.
     """
-    from car.render import literal
+    from car.render import error_line, literal
     from car.report import short
     from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
@@ -549,7 +549,7 @@ def validate(
     for t in runs:
         problem = no_decisions(t, str(trace))
         if problem is not None:  # `car blame` refuses it: not ok
-            print(f"car: error: {literal(problem)}", file=sys.stderr)
+            print(f"car: error: {error_line(problem)}", file=sys.stderr)
             refused = True
             continue
         # trace text: its escape sequences and line breaks are shown, not acted on
@@ -580,7 +580,8 @@ def validate(
         # row of `car validate DIR` says
         why = " ".join(str(exc).removeprefix(f"{trace}: ").split())
         print(
-            f"car: error: {literal(f'{trace}: run {index} cannot be imported: {why}')}", file=sys.stderr
+            f"car: error: {error_line(f'{trace}: run {index} cannot be imported: {why}')}",
+            file=sys.stderr,
         )
         refused = True
     if out.close() or refused:

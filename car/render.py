@@ -26,6 +26,7 @@ __all__ = [
     "Layout",
     "as_blocks",
     "bar",
+    "error_line",
     "figure",
     "fit_columns",
     "fit_layouts",
@@ -69,6 +70,20 @@ def literal(text: str) -> Text:
     """Trace text as an inert rich Text: no markup, no escape codes, one line, and text UTF-8 can
     encode (a file name byte that is not UTF-8 is shown escaped)."""
     return Text(visible(utf8_text(text).replace("\n", " ")).replace("\t", " "))
+
+
+LINE_LIMIT = 2000  # characters of an error line: its start names the place, its end the way out
+
+
+def error_line(text: str, limit: int = LINE_LIMIT) -> str:
+    """A message for one line of stderr: inert (`literal`), its whitespace runs made one space, and
+    a message that quotes a huge value (a 100 KB field) cut in the middle, where the value is: the
+    file, the place and the advice stay."""
+    line = str(literal(" ".join(text.split())))
+    if len(line) <= limit:
+        return line
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{line[:head]} … [{len(line) - head - tail:,} characters left out] … {line[-tail:]}"
 
 
 def _pct(e: Estimate | None, signed: bool = False, sep: str = " ") -> str:

@@ -349,3 +349,24 @@ def test_car_import_writes_c1_and_bidi_controls_as_escapes(run_cli: RunCli, tmp_
     assert res.code == 0, res.err
     assert _raw(res.out) == set(), res.out
     assert json.loads(res.out)["task"] == doc["task"]
+
+
+def test_an_error_quoting_a_huge_value_keeps_its_place_and_advice(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """An error quotes the value it refuses: a 100 KB field made a 100 KB line on stderr (and a
+    cell of `car validate DIR` as tall). The middle is left out, where the value is; the file, the
+    place and what car reads stay."""
+    doc = json.loads((TRACES / "pivot.json").read_text(encoding="utf-8"))
+    (tmp_path / "big.json").write_text(json.dumps({**doc, "version": "v " * 50_000}))
+    for args in (["validate", tmp_path / "big.json"], ["blame", tmp_path / "big.json"]):
+        res = run_cli(*args)
+        assert res.code == 2
+        (line,) = res.err.splitlines()
+        assert len(line) < 2100
+        assert line.startswith(f"car: error: {tmp_path}/big.json: $.version: unknown version 'v v")
+        assert " … [" in line and " characters left out] … " in line
+        assert line.endswith("v '; this car reads 'car.trace/v1'")
+    res = run_cli("validate", tmp_path)
+    assert res.code == 2 and len(res.out.splitlines()) < 20
+    assert "characters left out" in res.out

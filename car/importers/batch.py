@@ -16,9 +16,10 @@ from pathlib import Path
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from car.errors import CarError
-from car.render import literal
+from car.render import error_line, literal
 from car.trace import Trace, no_decisions
 from car.tracefiles import Entry, is_folder, walk
 
@@ -106,7 +107,7 @@ def render_rows(rows: list[Row], root: Path | None = None) -> str:
         if r.item is not None:
             name += f" #{r.item}"
         if r.error is not None:
-            table.add_row(literal(name), "FAILED", "", "", "", literal(r.error))
+            table.add_row(literal(name), "FAILED", "", "", "", Text(error_line(r.error, 500)))
         else:
             table.add_row(
                 literal(name),
