@@ -76,6 +76,11 @@ def parse_reports(items: Sequence[str]) -> list[tuple[OutputFormat, Path]]:
             raise InputError(
                 f"--report {item!r}: --report writes a file (for stdout: --format {chosen.value})"
             )
+        if path.endswith(("/", os.sep)):  # a Path would drop it, and write a file of that name
+            raise InputError(
+                f"--report {item!r}: {path} names a directory (it ends in {path[-1]}); the report "
+                f"is one file: name it ({chosen.value}={path}FILE)"
+            )
         out.append((chosen, Path(path)))
     return out
 

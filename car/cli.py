@@ -125,8 +125,25 @@ _FORMAT_OPTION = typer.Option(
     metavar=_choices(Format),
     show_default=False,
 )
+
+
+def _output_file(text: str) -> Path:
+    """`-o FILE`: a path that ends in a separator names a directory, which a report cannot be
+    written as (a `Path` drops the separator, so `-o out/` wrote a file named `out`)."""
+    if text.endswith(("/", os.sep)):
+        raise ValueError(
+            f"{text} names a directory (it ends in {text[-1]}); the report is one file: name it "
+            f"(-o {text}FILE)"
+        )
+    return Path(text)
+
+
 _OUTPUT_OPTION = typer.Option(
-    "-o", "--output", help="Write the report here (- or none: stdout).", metavar="FILE"
+    "-o",
+    "--output",
+    help="Write the report here (- or none: stdout).",
+    metavar="FILE",
+    parser=_output_file,
 )
 _STORE_OPTION = typer.Option(
     "--store", help="Rollout store file (default .car/store.sqlite).", metavar="FILE"

@@ -431,3 +431,21 @@ def test_validate_matches_a_pattern_the_shell_left_alone(
     assert code == 0 and out.startswith("d/a.json: ok: car.trace/v1")
     code, out, err = _run(run_cli, ["validate", "d/z*.json"])
     assert code == 2 and err.strip() == "car: error: d/z*.json: the pattern matches no file"
+
+
+def test_an_output_that_ends_in_a_separator_names_a_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """`-o out/` (out not there yet) wrote the report as a file named `out`."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path, "p.json")
+    code, _, err = _run(run_cli, ["blame", "p.json", *FAST, "--no-store", "-o", "out/"])
+    assert code == 2 and "out/ names a directory (it ends in /)" in err and "-o out/FILE" in err
+    code, _, err = _run(run_cli, ["blame", "p.json", *FAST, "--no-store", "--report", "junit=x/"])
+    assert code == 2 and err.strip() == (
+        "car: error: --report 'junit=x/': x/ names a directory (it ends in /); the report is one "
+        "file: name it (junit=x/FILE)"
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "x").exists()
+    code, _, _ = _run(run_cli, ["blame", "p.json", *FAST, "--no-store", "-o", "out/r.json"])
+    assert code == 0 and json.loads((tmp_path / "out" / "r.json").read_text())["trace_id"]
