@@ -526,8 +526,9 @@ def blame(trace: Trace | str | Path, **options: Any) -> Report:
     once every interval half-width is at most that. With `method="contrastive"` these are an
     `InputError` when not at their defaults: nothing would use them.
 
-    An argument of the wrong type or out of range is an `InputError` naming it (`samples= must be
-    at least 1, got 0`) before any work.
+    A `trace` that is neither a `car.Trace` nor a path is a `TypeError`; any other argument of the
+    wrong type or out of range is an `InputError` naming it (`samples= must be at least 1, got 0`),
+    before any work.
 
     When the scorer says the recorded run did not fail (or cannot score it) there is nothing to
     attribute: the report names no step and says why (`abstained_reason`, `factual`), and with a
