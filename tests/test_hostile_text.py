@@ -10,6 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,6 +118,20 @@ def test_table_and_markdown_show_bidi_marks_as_escapes(
 COMMANDS = " " * 130 + "::error::pwned" + " " * 130 + "::stop-commands::hush"
 
 
+def _two_runs(tmp_path: Path, doc: dict[str, Any]) -> tuple[Path, list[str]]:
+    """A folder `runs` of two copies of `doc`, and the options that attribute them with the `Copy`
+    policy (step 2 is the locus)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name in ("a.json", "b.json"):
+        (runs / name).write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
+    return runs, [
+        "--policy", f"{tmp_path / 'copy.py'}@policy", "--env", "recorded",
+        "--scorer", "tool-called:issue_refund", "--samples", "8", "--no-store",
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("fmt", ["table", "github", "markdown", "junit", "html"])
 def test_no_line_starts_with_a_workflow_command_from_trace_text(
     run_cli: RunCli, tmp_path: Path, fmt: str
@@ -132,15 +147,8 @@ def test_no_line_starts_with_a_workflow_command_from_trace_text(
     doc["task"] = "Help the customer.\n::error::pwned\n  ::stop-commands::hush"
     doc.pop("replay")
     doc.pop("metadata")
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    for name in ("a.json", "b.json"):
-        (runs / name).write_text(json.dumps(doc), encoding="utf-8")
-    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
-    options = [
-        "--policy", f"{tmp_path / 'copy.py'}@policy", "--env", "recorded",
-        "--scorer", "tool-called:issue_refund", "--samples", "8", "--no-store", "--format", fmt,
-    ]  # fmt: skip
+    runs, options = _two_runs(tmp_path, doc)
+    options += ["--format", fmt]
     ours = re.compile(r"::(warning|error|notice) ")  # car's own annotations, under --format github
     shapes = [runs / "a.json"] if fmt == "html" else [runs / "a.json", runs]
     for given in shapes:
@@ -286,15 +294,7 @@ def test_a_very_long_actor_id_is_cut_where_a_sentence_or_cell_shows_it(
         step["actor"] = actor
     doc.pop("replay")
     doc["metadata"] = {"who_and_when": {"mistake_step": 2, "mistake_agent": actor}}
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    for name in ("a.json", "b.json"):
-        (runs / name).write_text(json.dumps(doc), encoding="utf-8")
-    (tmp_path / "copy.py").write_text(POLICY, encoding="utf-8")
-    options = [
-        "--policy", f"{tmp_path / 'copy.py'}@policy", "--env", "recorded",
-        "--scorer", "tool-called:issue_refund", "--samples", "8", "--no-store",
-    ]  # fmt: skip
+    runs, options = _two_runs(tmp_path, doc)
     cut = actor[:199] + "…"
     shapley = ["--method", "shapley", "--players", "agents", "--budget", "20"]
     table = run_cli("blame", runs / "a.json", *options, *shapley, "--fail-on-blame", "any")
