@@ -319,6 +319,11 @@ async def blame_adaptive_async(
             statement = f"certified at {level}: no step's effect exceeds {least}"
         elif refused and report.abstained_reason == NEVER_REPRODUCES:
             statement = "not sampled: the match draws alone show the policy is not the recording agent"
+        elif report.abstained_reason == NEVER_REPRODUCES:  # decided once the rows' draws counted too
+            statement = (
+                "not attributed: the match draws and the rollouts show the policy is not the "
+                "recording agent"
+            )
         elif run.stopped == "nothing-to-attribute":
             statement = f"nothing to attribute: {report.abstained_reason}"
         else:

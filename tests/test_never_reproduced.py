@@ -184,3 +184,30 @@ def test_adaptive_sampling_refuses_on_the_match_draws_before_it_samples(noisy: b
     assert report.adaptive is not None and report.adaptive.statement == (
         "not sampled: the match draws alone show the policy is not the recording agent"
     )
+
+
+@pytest.mark.parametrize("budget", [None, 600])
+def test_adaptive_sampling_that_refuses_after_its_rows_says_so(budget: int | None) -> None:
+    """Three steps: the match draws alone do not refuse, the rows' draws then do. The statement said
+    "best guess, not certified at 95%: ; step  still undecided" (the loop had certified a locus the
+    report then refused) or named an undecided step the table does not show."""
+    import asyncio
+
+    from car.adaptive import blame_adaptive_async
+
+    model = Slip(params={"p": 0.0, "n": 3})
+    report = asyncio.run(
+        blame_adaptive_async(
+            Slip(params={"p": 0.1, "n": 3}).recorded_trace(),
+            policy=SimPolicy(model, "sim:slip"),
+            env=SimEnvironment(model, "sim:slip"),
+            scorer=SimScorer(model, "sim:slip"),
+            budget=budget,
+        )
+    )
+    assert report.abstained_reason == NEVER_REPRODUCES and report.adaptive is not None
+    used = f"; {report.adaptive.rollouts} of {report.adaptive.budget} rollouts used"
+    assert report.adaptive.statement == (
+        "not attributed: the match draws and the rollouts show the policy is not the recording "
+        f"agent{used}"
+    )
