@@ -306,8 +306,13 @@ async def blame_adaptive_async(
             seen=run.seen,
         )
         open_steps = [decisions[k] for k in run.state.open]
-        certified = run.state.certified and report.locus == (
-            decisions[run.state.locus] if run.state.locus is not None else None
+        # The report refused on what the rows showed (a noisy scorer's record that never failed, a
+        # policy that is not the recording agent): the loop's state is not its answer.
+        refusal = report.abstained_reason not in (None, run.state.result.abstained_reason)
+        certified = (
+            not refusal
+            and run.state.certified
+            and report.locus == (decisions[run.state.locus] if run.state.locus is not None else None)
         )
         level, least = percent(confidence), percent(min_effect)  # 99.9%, not "100%"
         if certified and report.locus is not None:
@@ -324,7 +329,7 @@ async def blame_adaptive_async(
                 "not attributed: the match draws and the rollouts show the policy is not the "
                 "recording agent"
             )
-        elif run.stopped == "nothing-to-attribute":
+        elif run.stopped == "nothing-to-attribute" or refusal:
             statement = f"nothing to attribute: {report.abstained_reason}"
         else:
             why = {

@@ -236,3 +236,31 @@ def test_adaptive_refuses_min_effect_0_in_python_words() -> None:
         "at or below 0) and would spend its whole budget: give min_effect= above 0, or "
         "target_width= to stop on precision"
     )
+
+
+class _NeverFails:
+    """A noisy scorer (an LLM judge, say) that finds no failure in any run, the record's included."""
+
+    spec = "never-fails"
+    deterministic = False
+
+    async def score(self, trajectory: object, key: object) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize("budget", [None, 5000])
+def test_a_noisy_scorer_that_never_fails_the_record_is_nothing_to_attribute(
+    budget: int | None,
+) -> None:
+    """The report has nothing to attribute; the statement said "best guess, not certified: the
+    budget ran out; steps 0, 1, 2 still undecided" or, given the budget to decide, "certified at
+    95%: no step's effect exceeds 10%", with `certified: true`."""
+    from tests.conftest import TRACES
+
+    report = asyncio.run(
+        blame_adaptive_async(TRACES / "pivot.json", scorer=_NeverFails(), budget=budget)
+    )
+    assert report.locus is None and report.adaptive is not None
+    assert "did not fail" in (report.abstained_reason or "")
+    assert not report.adaptive.certified
+    assert report.adaptive.statement.startswith(f"nothing to attribute: {report.abstained_reason}")
