@@ -355,7 +355,9 @@ async def blame_adaptive_async(
         )
         report.notes.append(statement)  # rendered with the other notes: no renderer change needed
         prefix = "Certified" if certified else "Best guess"
-        report.headline = f"{prefix} ({level}): {headline(report)}"  # knows the open steps
+        report.headline = headline(report)  # knows the open steps
+        if not refusal:  # a refusal guesses nothing
+            report.headline = f"{prefix} ({level}): {report.headline}"
     finally:
         notes = await _settle(comps)  # backends' own lines; close their connections
     report.notes.extend(notes)

@@ -264,3 +264,17 @@ def test_a_noisy_scorer_that_never_fails_the_record_is_nothing_to_attribute(
     assert "did not fail" in (report.abstained_reason or "")
     assert not report.adaptive.certified
     assert report.adaptive.statement.startswith(f"nothing to attribute: {report.abstained_reason}")
+
+
+@pytest.mark.parametrize("scorer", ["sim:pivot", _NeverFails()])
+def test_a_record_that_did_not_fail_is_no_best_guess(scorer: object) -> None:
+    """Nothing to attribute names no step: the headline started "Best guess (95%):" all the same."""
+    from tests.conftest import TRACES
+
+    doc = json.loads((TRACES / "pivot.json").read_text())
+    doc["steps"][1]["action"]["text"] = "step 1: choose GOOD"
+    doc["steps"][2]["action"]["text"] = "step 2: report OK"
+    trace = car.Trace.model_validate(doc)
+    report = asyncio.run(blame_adaptive_async(trace, scorer=scorer))  # type: ignore[arg-type]
+    assert report.locus is None and "did not fail" in (report.abstained_reason or "")
+    assert report.headline.startswith("car cannot name a decisive step: the scorer")
