@@ -129,6 +129,7 @@ async def run_adaptive(
                 min_effect=min_effect,
                 previous=previous,
                 drops=drops,
+                steps=runner.decisions,
             ),
         )
 

@@ -278,3 +278,26 @@ def test_a_record_that_did_not_fail_is_no_best_guess(scorer: object) -> None:
     report = asyncio.run(blame_adaptive_async(trace, scorer=scorer))  # type: ignore[arg-type]
     assert report.locus is None and "did not fail" in (report.abstained_reason or "")
     assert report.headline.startswith("car cannot name a decisive step: the scorer")
+
+
+def test_the_open_steps_are_named_by_step_not_by_position() -> None:
+    """The orchestrator replayed as recorded (not stochastic): the decisions are steps 1, 2 and 3. The
+    headline said "(steps 0, 1, 2 still open)", positions among the decisions, and named step 0,
+    which is no decision; the statement said "steps 1, 2, 3 still undecided"."""
+    from tests.conftest import TRACES
+
+    doc = json.loads((TRACES / "research-team.json").read_text())
+    doc["actors"][0]["stochastic"] = False
+    trace = car.Trace.model_validate(doc)
+    report = asyncio.run(blame_adaptive_async(trace, budget=25))
+    assert report.adaptive is not None and report.adaptive.open_steps == [1, 2, 3]
+    assert report.locus is None and "(steps 1, 2, 3 still open)" in report.headline
+
+
+def test_one_open_step_is_one_step() -> None:
+    """It said "(steps 0 still open)"."""
+    state = locus_state(np.ones((1, 8)), np.array([1.0]), factual_exact=True)
+    assert state.open == (0,)
+    assert state.result.abstained_reason == (
+        "no step's effect is certainly above 10% yet (step 0 still open)"
+    )

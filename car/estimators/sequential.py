@@ -15,6 +15,7 @@ decided stays decided.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -76,8 +77,10 @@ def locus_state(
     min_effect: float = 0.1,
     previous: LocusState | None = None,
     drops: bool = True,
+    steps: Sequence[int] | None = None,
 ) -> LocusState:
-    """Decide what can be decided from `arms[k, r]` and `factual[r]` (see the module docstring)."""
+    """Decide what can be decided from `arms[k, r]` and `factual[r]` (see the module docstring).
+    `steps`: the trace's step index of each position, to name open steps (default: the positions)."""
     arms = np.asarray(arms, dtype=float)
     factual = np.asarray(factual, dtype=float)
     m = arms.shape[0]
@@ -139,8 +142,9 @@ def locus_state(
             f"certified at {percent(confidence)}: no decision step's re-decision removes more than "
             f"{percent(min_effect)} of the failure"
             if certified
-            else f"no step's effect is certainly above {percent(min_effect)} yet (steps "
-            f"{', '.join(map(str, still_open))} still open)"
+            else f"no step's effect is certainly above {percent(min_effect)} yet "
+            f"(step{'s' if len(still_open) > 1 else ''} "
+            f"{', '.join(str(steps[k] if steps is not None else k) for k in still_open)} still open)"
         )
     result = ContrastiveResult(
         positions,
