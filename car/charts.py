@@ -48,6 +48,11 @@ class _Box:
         return self.top + self.height * (1 - (clamped - self.lo) / span)
 
 
+def _text_width(*texts: str) -> float:
+    """About how wide the labels are side by side, in user units (a digit of the ticks is 6 to 7)."""
+    return 7.0 * sum(len(t) for t in texts)
+
+
 def _complete(e: Estimate | None) -> tuple[float, float, float] | None:
     if e is None or e.estimate is None or e.low is None or e.high is None:
         return None
@@ -85,7 +90,9 @@ def rescue_curve_svg(report: Report) -> str:
     def x(i: float) -> float:
         return left + slot * (i + 0.5)
 
-    label_every = 1 if slot >= 16 else (5 if slot >= 4 else 10)
+    # Every 1, 2, 5, 10, 20, 50... steps: the most labels that leave the widest one room.
+    room = _text_width(str(n - 1)) + 4
+    label_every = next(k * 10**e for e in range(9) for k in (1, 2, 5) if k * 10**e * slot >= room)
     out: list[str] = [
         f'<svg class="chart rescue" viewBox="0 0 {_f(width)} {_f(height)}" role="img" '
         f'aria-labelledby="curve-title" xmlns="http://www.w3.org/2000/svg">',
@@ -132,18 +139,22 @@ def rescue_curve_svg(report: Report) -> str:
         f'<text class="panel-title" x="{_f(left)}" y="{_f(bottom.top - 22)}">adjacent drop '
         "p(k+1) &#8722; p(k): what holding step k adds</text>"
     )
-    # Step labels along the bottom.
+    # Step labels along the bottom: the locus's, the record's, then every label_every-th step's.
+    # Many steps make the slots narrow: a label that would run into one already placed is left out.
     base = bottom.top + bottom.height
-    for s in steps:
-        if s.index % label_every == 0 or s.index == report.locus:
-            cls = "tick locus-tick" if s.index == report.locus else "tick"
-            out.append(
-                f'<text class="{cls}" x="{_f(x(s.index))}" y="{_f(base + 16)}" '
-                f'text-anchor="middle">{s.index}</text>'
-            )
-    out.append(
-        f'<text class="tick" x="{_f(x(n))}" y="{_f(base + 16)}" text-anchor="middle">record</text>'
+    wanted = (
+        [] if report.locus is None else [(float(report.locus), str(report.locus), "tick locus-tick")]
     )
+    wanted.append((float(n), "record", "tick"))
+    wanted += [(s.index, str(s.index), "tick") for s in steps if s.index % label_every == 0]
+    placed: list[tuple[float, str]] = []
+    for i, text, cls in wanted:
+        if any(abs(x(i) - x(j)) < _text_width(text, other) / 2 + 4 for j, other in placed):
+            continue
+        placed.append((i, text))
+        out.append(
+            f'<text class="{cls}" x="{_f(x(i))}" y="{_f(base + 16)}" text-anchor="middle">{text}</text>'
+        )
     out.append(
         f'<text class="axis-title" x="{_f(left + plot_w / 2)}" y="{_f(base + 34)}" '
         'text-anchor="middle">step (re-decided from here on; earlier decisions held)</text>'

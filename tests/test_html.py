@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from html.parser import HTMLParser
 from pathlib import Path
@@ -429,3 +430,22 @@ def test_an_abstention_with_shapley_credit_says_it_at_the_top() -> None:
     head = page[page.index('<section class="headline none"') :]
     head = head[: head.index("</section>")]
     assert f'<p class="what">Shapley: {report.shapley.summary}.</p>' in head
+
+
+@pytest.mark.parametrize(("n", "locus"), [(130, 24), (130, 129), (500, 250), (12, 5), (4, None)])
+def test_the_step_labels_under_the_curve_never_run_into_each_other(n: int, locus: int | None) -> None:
+    """A 130-step Who&When log blamed at step 24 printed its locus label `24` on top of `25`, and
+    `125` ran into `record`; with 500 steps every label touched the next."""
+    from car.charts import rescue_curve_svg
+
+    tree = Tree("<div>" + rescue_curve_svg(_report(n, locus)) + "</div>")
+    base = max(float(t.attrs["y"] or 0) for t in tree.all("text", "tick"))
+    labels = [t for t in tree.all("text", "tick") if float(t.attrs["y"] or 0) == base]
+    # 6 units a character: a digit of the 11px ticks is about that wide in the usual sans fonts.
+    spans = sorted((float(t.attrs["x"] or 0), 6.0 * len(t.text())) for t in labels)
+    for (x0, w0), (x1, w1) in itertools.pairwise(spans):
+        assert x1 - x0 >= (w0 + w1) / 2, (x0, x1, [t.text() for t in labels])
+    texts = [t.text() for t in labels]
+    assert locus is None or str(locus) in texts  # the locus's label always shows
+    assert "record" in texts or locus == n - 1  # beside the locus's, the record's gives way
+    assert len(texts) >= min(n, 8)
