@@ -185,12 +185,12 @@ def _warnings(report: Report) -> list[str]:
             else ""
         )
         reason = report.abstained_reason.rstrip(".")
-        out.append(f"<b>The estimator abstained:</b> {esc(reason)}.{esc(need)}")
+        out.append(f"<b>The estimator abstained:</b> {_clip(reason, _CLIP)}.{esc(need)}")
     if report.status == "backend-errors":
         out.append(
             f"<b>Backend errors:</b> {report.budget.errored} of "
             f"{many(report.budget.rollouts, 'rollout')} errored; "
-            f"first: {esc(report.first_error or 'unknown')}."
+            f"first: {_clip(report.first_error or 'unknown', _CLIP)}."
         )
     if report.fidelity in ("B", "C"):
         what = (
@@ -223,7 +223,7 @@ def _headline(report: Report, trace: Trace | None) -> str:
     outcome = trace.outcome if trace is not None else None
     if outcome is not None and (outcome.label or outcome.detail):
         label = outcome.label or ("failure" if outcome.failed else "outcome")
-        detail = f": {esc(outcome.detail)}" if outcome.detail else ""
+        detail = f": {_clip(outcome.detail, _CLIP)}" if outcome.detail else ""
         parts.append(f'<p class="sub"><b>Outcome:</b> {esc(label)}{detail}</p>')
     elif report.factual.estimate is not None:
         parts.append(
@@ -286,7 +286,9 @@ def _headline(report: Report, trace: Trace | None) -> str:
     # The steps never reproduced are a warning above; the note saying why car refused is not.
     notes = [n for n in report.notes if not n.endswith("never reproduced the recorded action")]
     if notes:
-        parts.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+        parts.append(
+            '<ul class="notes">' + "".join(f"<li>{_clip(n, _CLIP)}</li>" for n in notes) + "</ul>"
+        )
     if report.locus is not None:  # when abstaining, the warning above already says why
         parts.append(f'<p class="caption">{esc(report.headline)}</p>')
     parts.append("</section>")
@@ -512,7 +514,7 @@ def _timeline_section(report: Report, trace: Trace | None, missing: str | None) 
     if outcome.label or outcome.detail:
         out.append(
             f"<p><b>Outcome:</b> {esc(outcome.label or '')}"
-            f"{': ' + esc(outcome.detail) if outcome.detail else ''}</p>"
+            f"{': ' + _clip(outcome.detail, _CLIP) if outcome.detail else ''}</p>"
         )
     out.append("</section>")
     return "\n".join(out)

@@ -449,3 +449,26 @@ def test_the_step_labels_under_the_curve_never_run_into_each_other(n: int, locus
     assert locus is None or str(locus) in texts  # the locus's label always shows
     assert "record" in texts or locus == n - 1  # beside the locus's, the record's gives way
     assert len(texts) >= min(n, 8)
+
+
+def test_a_huge_outcome_error_or_note_is_cut_like_any_long_text() -> None:
+    """A trace's 100 KB outcome detail was printed whole twice, above the headline and under the
+    timeline, pushing the verdict screens down; so were a plugin's 100 KB exception message (in
+    the warning and in the note on errored rollouts) and an abstention quoting it."""
+    huge = "D" * 100_000
+    trace = _long_trace(4, obs_chars=100)
+    trace = trace.model_copy(
+        update={"outcome": trace.outcome.model_copy(update={"failed": True, "detail": huge})}
+    )
+    report = _report(4, None).model_copy(
+        update={
+            "status": "backend-errors",
+            "first_error": "step 2: RuntimeError: " + "E" * 100_000,
+            "notes": ["30 of 33 rollouts errored (first error: " + "E" * 100_000 + ")"],
+            "abstained_reason": "the scorer failed on the recorded run (" + "E" * 100_000 + ")",
+        }
+    )
+    doc = render_html(report, trace)
+    assert len(doc.encode()) < 60_000, len(doc.encode())
+    assert doc.count("more characters not shown") == 5
+    assert "first: step 2: RuntimeError: EEEE" in doc and "<b>Outcome:</b> failure: DDDD" in doc
