@@ -40,3 +40,41 @@ def test_the_reproduce_command_runs_the_same_analysis_again(
     assert again.code == 0, again.err
     redone = Report.model_validate(json.loads(again.out))
     assert redone == report
+
+
+def test_the_reproduce_command_of_a_run_picked_from_a_file_of_several_names_it(
+    run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`car blame runs.json --item 1`: the page's command left out `--item 1`, so running it was
+    refused ('holds 2 runs ...; pick one with --item N')."""
+    import html
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs.json").write_text(
+        (TRACES.parent / "tests" / "fixtures" / "importers" / "tau_bench.json").read_text()
+    )
+    (tmp_path / "fixed.py").write_text(
+        "from car import Action\n\n"
+        "class Fixed:\n"
+        "    spec = 'fixed'\n\n"
+        "    async def act(self, decision, key):\n"
+        "        return Action(text='done' if key.uniform() < 0.5 else 'no')\n\n\n"
+        "def fixed(trace):\n"
+        "    return Fixed()\n"
+    )
+    args = ["--policy", "fixed.py@fixed", "--env", "recorded", "--scorer", "regex:.", "--samples"]
+    args += ["4", "--seed", "3", "--no-store"]
+    first = run_cli("blame", "runs.json", "--item", "1", *args, "--format", "json", "-o", "r.json")
+    assert first.code == 0, first.err
+    for argv in (["report", "r.json"], ["blame", "runs.json", "--item", "1", *args]):
+        page = run_cli(*argv, "--format", "html", "-o", "page.html")
+        assert page.code == 0, page.err
+        (code,) = re.findall(r"Reproduce[^<]*<code>([^<]*)</code>", Path("page.html").read_text())
+        command = shlex.split(html.unescape(code).replace("&#58;", ":"))
+        assert command[:5] == ["car", "blame", "runs.json", "--item", "1"]
+        again = run_cli(*command[1:], "--format", "json", "--no-store")
+        assert again.code == 0, again.err
+        assert Report.model_validate(json.loads(again.out)) == Report.model_validate_json(
+            Path("r.json").read_text()
+        )
