@@ -592,6 +592,8 @@ def reproduce_command(report: Report, item: int | None = None) -> str:
         return shlex.join(args)
     args += ["--samples", str(report.samples), "--level", f"{report.level:g}"]
     game = report.shapley
+    if game is None and _contrastive_asked(report):
+        args += ["--method", "contrastive"]
     if game is not None:
         if (report.method_reason or "").startswith("requested"):  # else --method auto ran it
             args += ["--method", "shapley"]
@@ -607,6 +609,15 @@ def reproduce_command(report: Report, item: int | None = None) -> str:
         if game.target_width is not None:
             args += ["--target-width", f"{game.target_width:g}"]
     return shlex.join(args)
+
+
+def _contrastive_asked(report: Report) -> bool:
+    """Whether the run had `--method contrastive`: a rule of `--method auto` fires on this report,
+    yet Shapley neither ran nor left a note saying why not (as `auto` does)."""
+    from car.fallback import fallback_reason
+
+    noted = any(n.startswith("Shapley (") for n in report.notes)
+    return fallback_reason(report, "auto") is not None and not noted
 
 
 def render_html(

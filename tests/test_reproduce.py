@@ -78,3 +78,22 @@ def test_the_reproduce_command_of_a_run_picked_from_a_file_of_several_names_it(
         assert Report.model_validate(json.loads(again.out)) == Report.model_validate_json(
             Path("r.json").read_text()
         )
+
+
+def test_the_reproduce_command_of_a_contrastive_run_keeps_shapley_off(
+    run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`car blame --method contrastive` that abstained: the command left `--method contrastive`
+    out, so running it (`--method auto`) ran Shapley on top, a different analysis and report."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "and.json").write_text((TRACES / "and.json").read_text())
+    options = ["--method", "contrastive", "--samples", "2", "--seed", "3", "--no-store"]
+    first = run_cli("blame", "and.json", *options, "--format", "json")
+    assert first.code == 0, first.err
+    report = Report.model_validate(json.loads(first.out))
+    assert report.locus is None and report.shapley is None  # an abstention: auto would add Shapley
+    command = shlex.split(reproduce_command(report))
+    assert "--method" in command
+    again = run_cli(*command[1:], "--format", "json", "--no-store")
+    assert again.code == 0, again.err
+    assert Report.model_validate(json.loads(again.out)) == report
