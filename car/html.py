@@ -655,8 +655,8 @@ def render_html(
         "</head><body><main>",
         f"<header><h1>car blame: {esc(report.trace_id)}</h1>",
         f'<p class="sub">Which step of this failed run decided it, found by replaying the run with '
-        f"decisions held or re-decided ({esc(report.method)} method, {report.budget.rollouts} "
-        "rollouts).</p></header>",
+        f"decisions held or re-decided ({esc(report.method)} method, "
+        f"{many(report.budget.rollouts, 'rollout')}).</p></header>",
         _headline(report, trace),
         _curve_section(report),
         _shapley_section(report),

@@ -472,3 +472,11 @@ def test_a_huge_outcome_error_or_note_is_cut_like_any_long_text() -> None:
     assert len(doc.encode()) < 60_000, len(doc.encode())
     assert doc.count("more characters not shown") == 5
     assert "first: step 2: RuntimeError: EEEE" in doc and "<b>Outcome:</b> failure: DDDD" in doc
+
+
+def test_the_subtitle_counts_one_rollout_as_one() -> None:
+    """A run refused after scoring the record alone said "(contrastive method, 1 rollouts)"."""
+    report = _report(2, None)
+    one = report.model_copy(update={"budget": report.budget.model_copy(update={"rollouts": 1})})
+    (sub,) = [p for p in Tree(render_html(one)).all("p", "sub") if "method" in p.text()]
+    assert sub.text().endswith("(contrastive method, 1 rollout).")
