@@ -698,12 +698,13 @@ def _locate(
         return None, None
 
     if given is not None:
-        trace, _ = the_run(given)  # named explicitly: a bad file is an input error, not an omission
+        trace, item = the_run(given)  # named explicitly: a bad file is an input error, not an omission
         if trace is None:
             raise InputError(
                 f"{given}: this trace is not the one the report was computed from (hash differs)"
             )
-        return trace, None, None
+        recorded = report.trace_path is not None and given.resolve() == Path(report.trace_path).resolve()
+        return trace, None, item if recorded else None  # the command names the recorded path
     if not report.trace_path:
         return None, "the report records no trace path (pass --trace)", None
     candidates = [Path(report.trace_path)]

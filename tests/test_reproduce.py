@@ -67,7 +67,8 @@ def test_the_reproduce_command_of_a_run_picked_from_a_file_of_several_names_it(
     args += ["4", "--seed", "3", "--no-store"]
     first = run_cli("blame", "runs.json", "--item", "1", *args, "--format", "json", "-o", "r.json")
     assert first.code == 0, first.err
-    for argv in (["report", "r.json"], ["blame", "runs.json", "--item", "1", *args]):
+    again_with = (["report", "r.json"], ["report", "r.json", "--trace", "runs.json"])
+    for argv in (*again_with, ["blame", "runs.json", "--item", "1", *args]):
         page = run_cli(*argv, "--format", "html", "-o", "page.html")
         assert page.code == 0, page.err
         (code,) = re.findall(r"Reproduce[^<]*<code>([^<]*)</code>", Path("page.html").read_text())
