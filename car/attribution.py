@@ -54,6 +54,7 @@ from car.shapley import DEFAULT_BUDGET, Player, PlayersKind, ShapleyMethod
 from car.specs import make_env, make_policy, make_scorer
 from car.stats import mid_p
 from car.trace import Trace, expected_of, no_decisions
+from car.tracefiles import is_folder, is_pattern
 
 if TYPE_CHECKING:
     from car.runner import Runner
@@ -188,12 +189,12 @@ def prepare(
     if not isinstance(trace, Trace):
         path = str(trace)
         # What `car blame` takes as a batch: the function that attributes it is named.
-        if os.path.isdir(path):
+        if is_folder(path):
             raise InputError(
                 f"{path}: a directory; car.blame attributes one trace file, "
                 f"car.blame_many({path!r}) every trace in it"
             )
-        if any(ch in path for ch in "*?[") and not os.path.exists(path):
+        if is_pattern(path):
             raise InputError(
                 f"{path}: a pattern; car.blame attributes one trace file, "
                 f"car.blame_many({path!r}) every trace it matches"

@@ -36,7 +36,15 @@ from car.report import Report, listed, many
 from car.runner import Grant, Runner, usage_of
 from car.store import RolloutCache, RolloutStore
 from car.trace import Trace
-from car.tracefiles import TRACE_SUFFIXES, Entry, checked, is_folder, natural_key, walk
+from car.tracefiles import (
+    TRACE_SUFFIXES,
+    Entry,
+    checked,
+    is_folder,
+    is_pattern,
+    natural_key,
+    walk,
+)
 
 if TYPE_CHECKING:  # car.fallback and car.shapley load numpy: not at import
     from car.fallback import Method
@@ -126,7 +134,7 @@ def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[
                 raise InputError(
                     f"{text}: no trace files ({', '.join(TRACE_SUFFIXES)}) in this directory"
                 )
-        elif any(ch in text for ch in "*?[") and not os.path.exists(text):
+        elif is_pattern(text):
             found = []
             for match in sorted(glob.glob(text, recursive=True), key=natural_key):
                 what = checked(match)

@@ -44,7 +44,7 @@ from car.report import Report, listed
 from car.stdout import keep, refused
 from car.store import BLAME_WAYS, RolloutStore, default_store_path, open_default_store
 from car.trace import Trace
-from car.tracefiles import same_file
+from car.tracefiles import is_folder, is_pattern, same_file
 
 __all__ = [
     "USAGE_COUNTERS",
@@ -147,12 +147,9 @@ class BlameRequest:
 
 
 def _is_batch(paths: Sequence[str]) -> bool:
-    # As in `expand_paths`: an existing file is that file, even when its name holds `[`, `*` or `?`.
-    # os.path, not Path: a path car may not look at is a file, whose error names it, not a crash.
     if len(paths) != 1:
         return True
-    p = paths[0]
-    return os.path.isdir(p) or (any(c in p for c in "*?[") and not os.path.exists(p))
+    return is_folder(paths[0]) or is_pattern(paths[0])
 
 
 def prepare_output(path: Path) -> None:

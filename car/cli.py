@@ -608,9 +608,9 @@ def validate(
 def _matched(item: Path) -> list[str]:
     """The files a glob that names no file matches (`car blame`'s rule); any other path as it is."""
     from car.batch import expand_paths
+    from car.tracefiles import is_pattern
 
-    text = str(item)
-    return expand_paths([item]) if any(ch in text for ch in "*?[") and not item.exists() else [text]
+    return expand_paths([item]) if is_pattern(item) else [str(item)]
 
 
 @app.command(

@@ -31,6 +31,7 @@ __all__ = [
     "Entry",
     "checked",
     "is_folder",
+    "is_pattern",
     "is_trace_name",
     "natural_key",
     "same_file",
@@ -56,6 +57,14 @@ def is_folder(path: str | os.PathLike[str]) -> bool:
     """Whether a path named directly is a directory to walk; False where it cannot be checked, as
     reading it then says why (pathlib's `is_dir` raises PermissionError there)."""
     return os.path.isdir(path)
+
+
+def is_pattern(path: str | os.PathLike[str]) -> bool:
+    """Whether a path named directly is a glob to match: it holds `*`, `?` or `[` and names no file
+    (an existing file is that file, whatever its name holds). os.path, not Path: a path car may not
+    look at is a file, whose error names it, not a crash."""
+    text = os.fspath(path)
+    return any(ch in text for ch in "*?[") and not os.path.exists(text)
 
 
 def natural_key(path: str) -> tuple[object, ...]:
