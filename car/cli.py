@@ -595,7 +595,7 @@ def validate(
     for index, exc in runs.skipped:
         # `car import` skips such a run with a warning; a file that holds one is not valid, as the
         # row of `car validate DIR` says
-        why = " ".join(str(exc).removeprefix(f"{trace}: ").split())
+        why = str(exc).removeprefix(f"{trace}: ")  # `error_line` makes it one line
         print(
             f"car: error: {error_line(f'{trace}: run {index} cannot be imported: {why}')}",
             file=sys.stderr,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +144,7 @@ def _validate(
     """Settings from one source; an error names `where` and the key, or the name the user gave that
     key (`names`: an environment variable). `strict`: values must have their types already (a
     file's `samples = "4"` is an error), else text is parsed (environment variables are text)."""
-    for key in values:
-        if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(KEYS)}"
-            raise InputError(f"{where}: unknown key {key!r}{hint}")
+    _known_names(where, values, KEYS, "key", "known keys")
     try:
         return Settings.model_validate(dict(values), strict=strict)
     except ValidationError as exc:
@@ -158,14 +154,19 @@ def _validate(
         raise InputError(f"{place}: {describe_error(err)}; got {err.get('input')!r}") from None
 
 
+def _known_names(where: str, names: Iterable[str], known: Sequence[str], noun: str, listed: str) -> None:
+    """An unknown name among `names` is an error naming `where`, with the close match or the list."""
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; {listed}: {', '.join(known)}"
+            raise InputError(f"{where}: unknown {noun} {name!r}{hint}")
+
+
 def check_backend_options(changes: Mapping[str, Any]) -> dict[str, Any]:
     """`car.backends.options.configure`'s options that are not None, checked as a file's keys are:
     a wrong name, type or range fails here, named, rather than in every request of the run."""
-    for key in changes:
-        if key not in BACKEND_KEYS:
-            close = difflib.get_close_matches(key, BACKEND_KEYS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(BACKEND_KEYS)}"
-            raise InputError(f"configure(): unknown option {key!r}{hint}")
+    _known_names("configure()", changes, BACKEND_KEYS, "option", "known")
     given = {k: v for k, v in changes.items() if v is not None}
     settings = _validate("configure()", given, strict=True)
     return {key: getattr(settings, key) for key in given}

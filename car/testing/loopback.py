@@ -84,7 +84,6 @@ Fault = Literal[
 ]
 NMode = Literal["ok", "reject", "reject-500", "ignore"]
 SeedMode = Literal["honour", "ignore", "reject"]
-_SEED_MODES = get_args(SeedMode)
 REFUSAL = "I'm sorry, but I can't help with that."  # the text of a "refusal" fault's answer
 
 
@@ -208,7 +207,7 @@ class LoopbackServer:
         echo_auth: bool = False,
         answer_model: str | None = None,
     ) -> None:
-        for switch, value, allowed in (("n", n, get_args(NMode)), ("seed", seed, _SEED_MODES)):
+        for switch, value, allowed in (("n", n, get_args(NMode)), ("seed", seed, get_args(SeedMode))):
             if value not in allowed:  # else every request would be answered as by the default
                 raise ValueError(
                     f"LoopbackServer: {switch} must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
