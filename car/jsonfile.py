@@ -25,8 +25,8 @@ __all__ = [
     "describe_error",
     "describe_validation_error",
     "expected_value",
-    "inert_json",
     "json_path",
+    "json_text",
     "kind_of",
     "loads",
     "not_utf8",
@@ -83,11 +83,12 @@ def _escaped(text: str) -> str:
 _JSON_RAW = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]|(?<=##)\[")
 
 
-def inert_json(text: str) -> str:
-    """A JSON document (`json.dumps` output) with its C1 and bidirectional controls, and the `[`
-    of `##[`, written as `\\uXXXX` escapes: the same JSON value, safe to print (as
-    `car.render.visible` makes other text)."""
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """`value` as one JSON document and its newline, for a file or a terminal: non-ASCII kept as
+    is, but C1 and bidirectional controls, and the `[` of `##[`, written as `\\uXXXX` escapes: the
+    same JSON value, safe to print (as `car.render.visible` makes other text)."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def utf8_text(text: str) -> str:

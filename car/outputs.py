@@ -15,7 +15,7 @@ or `car.record/v1` lines, failed traces included.
 
 Trace text is untrusted: every format but JSON shows its control and bidirectional characters as
 `\\xNN` escapes (`car.render.visible`); JSON and JSONL keep the text exact but write C1 and
-bidirectional controls, and the `[` of `##[`, as `\\uXXXX` escapes (`car.jsonfile.inert_json`),
+bidirectional controls, and the `[` of `##[`, as `\\uXXXX` escapes (`car.jsonfile.json_text`),
 as they write C0 ones; Markdown escapes table and HTML syntax, workflow commands
 percent-encode their data and properties, XML goes through ElementTree. The table, JUnit XML and
 the HTML page, which wrap trace text or keep its line breaks, start no line with a runner's `::`
@@ -43,7 +43,7 @@ from car.formats import OutputFormat
 from car.gates import worst
 from car.jsonfile import (
     describe_validation_error,
-    inert_json,
+    json_text,
     kind_of,
     loads,
     os_reason,
@@ -331,11 +331,11 @@ def _json(results: Sequence[TraceResult], batch: bool) -> str:
         "counts": counts(results),
         "records": [r.to_record() for r in results],
     }
-    return inert_json(json.dumps(body, indent=2, ensure_ascii=False)) + "\n"
+    return json_text(body, indent=2)
 
 
 def jsonl_line(result: TraceResult) -> str:
-    return inert_json(json.dumps(result.to_record(), ensure_ascii=False)) + "\n"
+    return json_text(result.to_record())
 
 
 # -- markdown -----------------------------------------------------------------------------------

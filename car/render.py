@@ -7,7 +7,6 @@ visible escapes (`visible`, which the CI formats use too).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -19,7 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from car.jsonfile import inert_json, utf8_text
+from car.jsonfile import json_text, utf8_text
 from car.report import Estimate, Report, label_line, many, percent, samples_per_step, short
 
 __all__ = [
@@ -261,7 +260,7 @@ def rollouts_served(rollouts: int, stored: int | None) -> str:
 
 
 def render_json(report: Report) -> str:
-    return inert_json(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False)) + "\n"
+    return json_text(report.model_dump(mode="json"), indent=2)
 
 
 _STYLE = {"locus": "bold red", "contributing": "yellow", "not significant": "dim"}

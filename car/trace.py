@@ -32,8 +32,8 @@ from car.errors import InputError
 from car.jsonfile import (
     PathError,
     describe_validation_error,
-    inert_json,
     json_path,
+    json_text,
     kind_of,
     read_json,
 )
@@ -352,8 +352,7 @@ class Trace(_Model):
         """The trace as a JSON document (defaults omitted, version first)."""
         body = self.model_dump(mode="json", exclude_defaults=True, by_alias=True)
         body.pop("version", None)
-        text = json.dumps({"version": self.version, **body}, indent=2, ensure_ascii=False)
-        return inert_json(text) + "\n"  # C1 and bidi controls escaped: safe to print
+        return json_text({"version": self.version, **body}, indent=2)  # safe to print
 
     def content_hash(self) -> str:
         import hashlib
