@@ -161,7 +161,8 @@ class Adaptive(_Model):
     rollouts: int = Field(description="rollouts run by the adaptive loop (match draws not included)")
     rows: int = Field(description="replicates observed")
     stopped: Literal["certified", "target-width", "budget", "nothing-to-attribute"] = Field(
-        description="why sampling stopped"
+        description="why sampling stopped; `certified` and `statement` give the outcome, which a "
+        "check after sampling (the policy is not the recording agent) can turn into a refusal"
     )
     open_steps: list[int] = Field(
         default_factory=list, description="steps whose verdict could still change the locus"
