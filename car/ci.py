@@ -435,9 +435,11 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
     resume: str | None = None  # set when interrupted: whether and how a rerun resumes
     stream_stdout = req.fmt is OutputFormat.jsonl and req.output is None
     stream_files: dict[Path, IO[str]] = {}
-    # A stream file that fails mid-run (a full disk) is dropped with its reason; the batch goes on
-    # and the whole JSONL is saved elsewhere at the end, as for any report that cannot be written.
+    # A stream file that fails mid-run (a full disk) is dropped with its reason, cut back to its last
+    # whole record; the batch goes on and the whole JSONL is saved elsewhere at the end, as for any
+    # report that cannot be written.
     stream_failed: dict[Path, str] = {}
+    streamed: dict[Path, int] = {}  # each stream file's size up to its last whole record
     stdout_failed: list[str] = []  # the same for stdout (a full disk, a closed pipe)
 
     def close_stream(path: Path) -> None:
@@ -473,9 +475,12 @@ def run_blame(req: BlameRequest, *, stdout: IO[str] | None = None) -> int:
                 try:
                     fh.write(line)
                     fh.flush()
+                    streamed[path] = fh.tell()
                 except OSError as exc:
                     stream_failed[path] = os_reason(exc)
                     close_stream(path)
+                    with contextlib.suppress(OSError):  # a record cut in the middle is no record
+                        os.truncate(path, streamed.get(path, 0))
 
         show = req.progress and not req.quiet
         display: Any = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -1343,3 +1344,29 @@ def test_a_report_the_disk_refuses_leaves_the_last_good_one_in_place(work: Path)
     assert "Traceback" not in done.stderr
     assert (work / "r.json").read_bytes() == good
     assert sorted(p.name for p in work.iterdir()) == ["broken.json", "down.py", "r.json"]
+
+
+def test_a_jsonl_stream_the_disk_refuses_keeps_whole_records(work: Path) -> None:
+    """A `--report jsonl=F` stream is written as each trace finishes; a disk that fills in the middle
+    of a record (a file size limit here) left that record cut, a last line that does not parse. The
+    file is cut back to its last whole record."""
+    import resource
+
+    runs = work / "runs"
+    runs.mkdir()
+    for name in ("and", "or", "pivot"):
+        shutil.copy(TRACES / f"{name}.json", runs / f"{name}.json")
+    argv = [sys.executable, "-m", "car", "blame", "runs", *FAST, "--method", "contrastive", "-q"]
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4000, resource.RLIM_INFINITY))
+
+    done = subprocess.run(
+        [*argv, "--report", "jsonl=s.jsonl"], capture_output=True, text=True, preexec_fn=small_disk
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("car: error: s.jsonl: cannot write the report (File too large)")
+    text = (work / "s.jsonl").read_text()
+    assert text.endswith("\n") and 0 < len(text) < 4000
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["trace_id"] for r in records] == ["and-0"]
