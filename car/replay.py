@@ -375,6 +375,9 @@ class Replay:
                 diverged = False
                 if index in forced:
                     action, mode = forced[index], Mode.FORCED
+                    # Forcing the recorded action is holding it (a Shapley fork holds a player so):
+                    # off the record, that is a held step whose context differs too.
+                    diverged = not on_record and _is_recorded_action(action, recorded)
                 elif not who.decides:
                     if recorded is None:
                         raise RolloutError(
@@ -456,6 +459,13 @@ class Replay:
         return Rollout(
             plan, replicate, tuple(turns), tuple(states), None, "error", message, calls, False
         )
+
+
+def _is_recorded_action(action: Action, recorded: Step | None) -> bool:
+    """Whether `action` is the recorded one (the very object, as a fork passes it, or its identity)."""
+    if recorded is None:
+        return False
+    return action is recorded.action or action.identity() == recorded.action.identity()
 
 
 def _score_value(spec: str, value: object) -> float | None:

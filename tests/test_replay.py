@@ -154,6 +154,28 @@ def test_held_step_after_a_change_records_divergence() -> None:
     assert 0.45 < rate < 0.65  # P(plan escalate) = 0.55
 
 
+def test_forcing_the_recorded_action_after_a_change_records_divergence() -> None:
+    """A fork that forces the recorded action holds it (Shapley's forks hold a player so): after a
+    changed step that is a held step whose context differs, as a step held by the plan is; forcing
+    another action is no hold."""
+    replay, _, _ = replay_for("support-refund")
+    trace = replay.trace
+    other = Action(text="PLAN: escalate to a human")
+    seen = 0
+    for r in range(60):
+        base = run(replay.run(Plan.hold([0, 3]), r))  # re-decide step 1 and 2
+        if base.turns[1].action == trace.steps[1].action:
+            continue
+        seen += 1
+        held = run(replay.fork(base, 2, trace.steps[2].action))
+        assert held.turns[2].mode is Mode.FORCED and held.turns[2].diverged and held.diverged
+        assert not run(replay.fork(base, 2, other)).turns[2].diverged
+    assert seen > 10
+    # On the record the forced recorded action is no divergence.
+    rec = run(replay.run(Plan.resample_from(trace, 2), 0))
+    assert not run(replay.fork(rec, 2, trace.steps[2].action)).turns[2].diverged
+
+
 def test_explicit_context_is_used_only_while_on_record() -> None:
     doc = load_trace(TRACES / "support-refund.json").model_dump(mode="json")
     for step in doc["steps"]:

@@ -39,6 +39,18 @@ def test_shared_drops_fire_the_fallback() -> None:
     assert report.budget.rollouts >= sh.budget.rollouts + 32
 
 
+@pytest.mark.parametrize("shapley", ["permutation", "exact"])
+def test_the_divergence_rate_counts_the_shapley_rollouts(shapley: str) -> None:
+    """The contrastive arms hold only the copied prefix and never diverge; Shapley holds players
+    after re-decided steps (by the plan, or by a fork that forces the recorded action). The report's
+    rate is the whole run's: it said 0% whatever Shapley's rollouts did."""
+    report = car.blame(str(TRACES / "and.json"), method="shapley", shapley_method=shapley, budget=300)
+    assert report.shapley is not None and report.shapley.method == shapley
+    assert 0.1 < report.divergence_rate < 0.9
+    contrastive = car.blame(str(TRACES / "and.json"), method="contrastive")
+    assert contrastive.divergence_rate == 0.0
+
+
 def test_abstention_fires_the_fallback() -> None:
     report = car.blame(str(TRACES / "pivot.json"), samples=2, min_effect=0.5)
     assert report.locus is None
