@@ -644,14 +644,18 @@ def _report(
     overall = Estimate(estimate=None, low=None, high=None, n=0)
     if matches is not None:
         draws = 0  # at recorded contexts: the match draws and the rollouts' own
+        tried = 0  # steps with at least one such draw
         drawn = ~np.isnan(matches)  # a failed draw is left out
         for k in range(len(decisions)):
             hits, n = int(np.nansum(matches[k])), int(drawn[k].sum())
             if n:
                 lo, hi = mid_p(hits, n, level)
                 match_by_pos[k] = Estimate(estimate=hits / n, low=lo, high=hi, n=n)
-            draws += n + (seen.draws[k] if seen is not None else 0)
-            if hits == 0 and (seen is None or seen.hits[k] == 0):
+            step_draws = n + (seen.draws[k] if seen is not None else 0)
+            draws += step_draws
+            tried += step_draws > 0
+            # A step whose every draw failed was not seen at all: it did not fail to reproduce.
+            if step_draws and hits == 0 and (seen is None or seen.hits[k] == 0):
                 never.append(decisions[k])
         total_hits, total = int(np.nansum(matches)), int(drawn.sum())
         lo, hi = mid_p(total_hits, total, level)
@@ -668,7 +672,7 @@ def _report(
                 f"{failed} of {many(matches.size, 'match draw')} failed and {were} left out of the "
                 f"action-match rate ({first})"
             )
-        if never and len(never) == len(decisions):
+        if never and len(never) == tried:
             # No draw took any recorded action. A wrong policy does that, but so does the recording
             # agent when its recorded actions were rare (a one-step trace of a 10% slip, 40 draws:
             # 1.5% of the time): refuse only when the draws show its rate is below NEVER_RATE.

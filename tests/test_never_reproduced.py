@@ -211,3 +211,39 @@ def test_adaptive_sampling_that_refuses_after_its_rows_says_so(budget: int | Non
         "not attributed: the match draws and the rollouts show the policy is not the recording "
         f"agent{used}"
     )
+
+
+def test_a_step_whose_every_draw_failed_is_not_called_never_reproduced() -> None:
+    """A policy that fails at step 2 (its context too long, say) drew nothing there, in the match
+    draws or the rollouts: the report said "step 2 never reproduced the recorded action", a claim
+    about draws that were never made. A refusal still rests on the steps that were drawn."""
+
+    def dead_at_step_2(p: float) -> car.Report:
+        model = Slip(params={"p": p, "n": 3})
+        inner = SimPolicy(model, "sim:slip")
+
+        @dataclass
+        class DeadAt2:
+            spec: str = "dead-at-2"
+
+            async def act(self, decision: car.Decision, key: car.EventKey) -> car.Action:
+                if decision.step == 2:
+                    raise RuntimeError("context too long")
+                return await inner.act(decision, key)
+
+        return car.blame(
+            Slip(params={"p": p or 0.1, "n": 3}).recorded_trace(),
+            policy=DeadAt2(),
+            env=SimEnvironment(model, "sim:slip"),
+            scorer=SimScorer(model, "sim:slip"),
+            samples=32,
+            method="contrastive",
+            max_error_rate=1.0,
+        )
+
+    report = dead_at_step_2(0.5)
+    assert report.steps[2].match_rate is None
+    assert report.never_reproduced == [] and not report.steps[2].never_reproduced
+    assert not any("never reproduced" in n for n in report.notes)
+    other = dead_at_step_2(0.0)  # another agent: steps 0 and 1 drawn, never the record's
+    assert other.never_reproduced == [0, 1] and other.abstained_reason == NEVER_REPRODUCES
