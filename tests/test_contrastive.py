@@ -358,3 +358,21 @@ def test_the_advice_after_two_samples_that_rescued_is_the_third() -> None:
     two = estimate_contrastive(np.zeros((3, 2)), np.array([1.0]), factual_exact=True)
     assert two.needed_per_step == 3
     assert estimate_contrastive(np.zeros((3, 3)), np.array([1.0]), factual_exact=True).locus == 2
+
+
+def test_the_advice_names_the_samples_its_estimate_rests_on() -> None:
+    """A noisy scorer that could not score the record's replay on half the replicates: the effect
+    is paired, on the 4 replicates where both arms were scored. The reason said `with n=8` (the arm's
+    own count) beside `as 4 of 8 samples were scored`."""
+    arm = np.array([[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]])
+    factual = np.array([1.0, np.nan] * 4)
+    result = estimate_contrastive(arm, factual, factual_exact=False, min_effect=0.2)
+    assert result.locus is None and result.positions[0].effect.n == 4
+    reason = result.abstained_reason or ""
+    assert "(largest estimate 100% with n=4)" in reason and "as 4 of 8 samples were scored" in reason
+    # Graded, by the normal approximation: never below twice the samples taken, 16 (4 of 8 scored:
+    # 8 scored, scaled for the loss). The floor was twice the arm's own count, 16, scaled again: 32.
+    graded = np.array([[0.1, 0.3, 0.1, 0.3, 0.1, 0.3, 0.9, 0.3]])
+    result = estimate_contrastive(graded, factual * 0.9, factual_exact=False, min_effect=0.2)
+    assert result.locus is None and result.positions[0].effect.n == 4
+    assert result.needed_per_step == 16

@@ -384,14 +384,11 @@ def _abstain(
     z = z_upper(alpha)
     p = min(max(best.fail.estimate, 0.05), 0.95)
     guess = math.ceil(z * z * p * (1 - p) / (gap * gap)) + 1
+    scored = best.effect.n  # the effect's samples: paired, where a replayed factual arm is
     low_at = projected_low(best.position)
-    if low_at is not None:
-        needed = _needed(low_at, best.effect.n, min_effect, guess)
-    else:
-        # The normal approximation can fall at or below the n that just failed to decide (the
-        # bounds are wider at small n): never advise fewer than twice the samples already taken.
-        needed = max(guess, 2 * best.fail.n)
-    scored = best.effect.n
+    # The normal approximation can fall at or below the n that just failed to decide (the bounds
+    # are wider at small n): never advise fewer than twice the samples already taken.
+    needed = max(guess, 2 * scored) if low_at is None else _needed(low_at, scored, min_effect, guess)
     lost = ""
     if 0 < scored < planned:
         needed = math.ceil(needed * planned / scored)
@@ -401,7 +398,7 @@ def _abstain(
     # --adaptive's intervals hold however often they are looked at.
     return (
         f"no step's effect is significantly above {percent(min_effect)} at this sample size "
-        f"(largest estimate {best.effect.estimate:.0%} with n={best.fail.n}); about {needed} "
+        f"(largest estimate {best.effect.estimate:.0%} with n={scored}); about {needed} "
         f"samples per step would decide{lost} (--samples {needed}, a second look at these samples; "
         "--adaptive samples until decided, with intervals valid however often it looks)",
         needed,
