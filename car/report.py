@@ -89,7 +89,8 @@ class StepReport(_Model):
         "null for a step that is not a decision, or when no step was estimated",
     )
     never_reproduced: bool = Field(
-        default=False, description="no draw at the recorded context took the recorded action"
+        default=False,
+        description="draws at the recorded context were made and none took the recorded action",
     )
 
 
@@ -244,7 +245,8 @@ class Report(_Model):
     steps: list[StepReport] = Field(description="every step of the trace, in order")
     match_rate: Estimate = Field(description="the action-match rate over every decision step")
     never_reproduced: list[int] = Field(
-        default_factory=list, description="decision steps whose recorded action no draw took"
+        default_factory=list,
+        description="decision steps drawn at their recorded context where no draw took the record's",
     )
     divergence_rate: float = Field(
         description="share of rollouts in which a held step's context differed from the record's"
