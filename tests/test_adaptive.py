@@ -301,3 +301,31 @@ def test_one_open_step_is_one_step() -> None:
     assert state.result.abstained_reason == (
         "no step's effect is certainly above 10% yet (step 0 still open)"
     )
+
+
+def test_every_reported_interval_holds_its_estimate() -> None:
+    """A betting CS is intersected over time, so the mean of the differences can end outside it: at
+    60.82% confidence step 0's drop on `and` read 28.1% [12.3%, 21.9%]."""
+    from tests.conftest import TRACES
+
+    report = asyncio.run(
+        blame_adaptive_async(
+            TRACES / "and.json", seed=748598540, confidence=0.6082, min_effect=0.9, budget=872
+        )
+    )
+    shown = [report.factual] + [
+        e for s in report.steps for e in (s.rescue, s.effect, s.drop) if e is not None
+    ]
+    assert report.steps[0].drop is not None and report.steps[0].drop.estimate == 0.28125
+    for e in shown:
+        assert e.estimate is not None and e.low is not None and e.high is not None
+        assert e.low <= e.estimate <= e.high, e
+    # the pure estimator: drop differences 0, 0, -1, -1, -1, -1, -1 at 56%
+    state = locus_state(
+        np.array([[0, 0, 1, 1, 1, 1, 1], [0.0] * 7]),
+        np.array([1.0]),
+        factual_exact=True,
+        confidence=0.56,
+    )
+    drop = state.result.positions[0].drop
+    assert drop.low <= drop.estimate <= drop.high, drop

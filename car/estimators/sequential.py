@@ -59,6 +59,15 @@ def _effect(
     return fail, Interval(float(d.mean()), dlo, dhi, len(d))
 
 
+def _holding(iv: Interval) -> Interval:
+    """`iv` widened to hold its own estimate, for display: a betting CS is intersected over time, so
+    the sample mean can end outside it (at a low confidence, after an early run of one outcome); the
+    wider interval is still valid."""
+    if math.isnan(iv.estimate):
+        return iv
+    return replace(iv, low=min(iv.low, iv.estimate), high=max(iv.high, iv.estimate))
+
+
 def _drop(a: np.ndarray, b: np.ndarray, alpha: float) -> Interval:
     ok = ~(np.isnan(a) | np.isnan(b))
     d = a[ok] - b[ok]
@@ -93,7 +102,7 @@ def locus_state(
         fact_iv = Interval(v, v, v, 1)
     elif len(fact_ok):
         lo, hi = mean_cs(fact_ok, delta)
-        fact_iv = Interval(float(fact_ok.mean()), lo, hi, len(fact_ok))
+        fact_iv = _holding(Interval(float(fact_ok.mean()), lo, hi, len(fact_ok)))
     else:
         fact_iv = Interval(math.nan, 0.0, 1.0, 0)
 
@@ -102,7 +111,7 @@ def locus_state(
     draft: list[PositionEstimate] = []
     highs: list[float] = []
     for k in range(m):
-        fail, effect = _effect(arms[k], factual, v, delta)
+        fail, effect = map(_holding, _effect(arms[k], factual, v, delta))
         _, strict = _effect(arms[k], factual, v, alpha)
         highs.append(strict.high)
         if strict.n and k not in below and strict.low > min_effect:
@@ -112,7 +121,7 @@ def locus_state(
         if not drops:  # the loop's looks skip them: they do not decide the locus
             drop, drop_low = Interval(math.nan, -1.0, 1.0, 0), -math.inf
         elif k + 1 < m:
-            drop = _drop(arms[k + 1], arms[k], delta)
+            drop = _holding(_drop(arms[k + 1], arms[k], delta))
             drop_low = _drop(arms[k + 1], arms[k], alpha).low
         else:
             drop, drop_low = effect, strict.low
