@@ -45,7 +45,7 @@ from car.estimators.shapley import (
     plan_walks,
 )
 from car.replay import Plan, Replay, Rollout, gather_all
-from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport, short
+from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport, many, short
 from car.rng import EventKey
 from car.trace import Action, Trace
 
@@ -326,7 +326,9 @@ def _budget_message(
         if method == "exact"
         else ""
     )
-    return f"{method} Shapley over {n} players needs at least {what}{extra}; {limit} is too small"
+    return (
+        f"{method} Shapley over {many(n, 'player')} needs at least {what}{extra}; {limit} is too small"
+    )
 
 
 async def _known_record(game: _Game, v_known: bool) -> tuple[float | None, list[str]]:

@@ -228,6 +228,11 @@ def test_an_error_from_the_run_is_not_chained_to_the_event_loop_check() -> None:
             "permutation Shapley over 3 players needs at least 21 rollouts and up to 168 policy "
             "calls; budget=50 budget_calls=3 is too small",
         ),
+        (  # it said "over 1 players"
+            {"method": "shapley", "players": "1", "shapley_method": "exact", "budget": 5},
+            "exact Shapley over 1 player needs at least 9 rollouts (8 replicates of the 2^1 "
+            "coalitions, at worst); budget=5 is too small",
+        ),
     ],
 )
 def test_a_budget_too_small_names_the_keyword_from_python(given: dict[str, Any], message: str) -> None:
