@@ -37,9 +37,9 @@ T = TypeVar("T")
 async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> list[T]:
     """Await every job, at most `limit` at a time, and return their results in order.
 
-    `jobs` may be lazy (a generator): with a `limit`, a fixed pool of `limit` workers takes the next
-    job only when a slot frees, so a batch of any size holds at most `limit` jobs at once (the rest
-    are not made yet). Without one, every job is started at once.
+    `jobs` may be lazy (a generator): with a `limit`, a fixed pool of `limit` workers (fewer when
+    there are fewer jobs) takes the next job only when a slot frees, so a batch of any size holds at
+    most `limit` jobs at once (the rest are not made yet). Without one, every job is started at once.
 
     On the first failure (or if the caller is cancelled) no further job is taken, and the started
     ones are cancelled and awaited before the exception propagates: no job outlives the call, so none
@@ -56,14 +56,16 @@ async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> 
     results: list[Any] = []
     stop = False
 
-    async def worker() -> None:
+    def take() -> tuple[int, Awaitable[Any]] | None:
+        job = next(pending, None)
+        if job is None:
+            return None
+        results.append(None)
+        return len(results) - 1, job
+
+    async def worker(i: int, job: Awaitable[Any]) -> None:
         nonlocal stop
-        while not stop:
-            job = next(pending, None)
-            if job is None:
-                return
-            i = len(results)
-            results.append(None)
+        while True:
             try:
                 results[i] = await job
                 # A job that never waits (a simulated agent) never hands the loop back: a Ctrl-C
@@ -72,15 +74,26 @@ async def gather_all(jobs: Iterable[Awaitable[T]], limit: int | None = None) -> 
             except BaseException:
                 stop = True  # the others take no further job
                 raise
+            taken = None if stop else take()
+            if taken is None:
+                return
+            i, job = taken
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(limit)]
+    # A worker only for a job there is: a `limit` far above the plan's size (--concurrency 1000000)
+    # started that many idle workers, which took minutes and gigabytes before the first rollout.
+    tasks: list[asyncio.Future[None]] = []
+    first: list[Awaitable[Any]] = []  # each worker's first job, taken before the worker runs
     try:
+        while len(tasks) < limit and (taken := take()) is not None:
+            first.append(taken[1])
+            tasks.append(asyncio.ensure_future(worker(*taken)))
         await asyncio.gather(*tasks)
     except BaseException:
         stop = True
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        _close(iter(first))  # a worker cancelled before it ran never awaited its job
         _close(pending)
         raise
     return results

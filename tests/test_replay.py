@@ -471,6 +471,20 @@ def test_gather_all_makes_a_job_only_when_a_worker_is_free() -> None:
     assert most_held == 4
 
 
+def test_gather_all_starts_no_worker_beyond_its_jobs() -> None:
+    """A limit far above the plan's size (`--concurrency 1000000`) started that many workers, idle
+    but each a task: minutes and gigabytes before the first rollout of a three-step trace."""
+    tasks_seen: list[int] = []
+
+    async def job(i: int) -> int:
+        tasks_seen.append(len(asyncio.all_tasks()))
+        await asyncio.sleep(0)
+        return i
+
+    assert asyncio.run(gather_all((job(i) for i in range(3)), limit=10_000)) == [0, 1, 2]
+    assert max(tasks_seen) <= 4  # the caller and one worker a job
+
+
 @pytest.mark.parametrize("limit", [None, 2])
 def test_gather_all_takes_no_job_after_a_failure(limit: int | None) -> None:
     """A failure stops the batch: a generator is closed without making the jobs it had left."""
