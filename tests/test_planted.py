@@ -226,6 +226,31 @@ def test_out_of_range_parameters_are_refused_when_the_trace_loads(
         record(name, **params)
 
 
+@pytest.mark.parametrize(
+    ("name", "params", "expected"),
+    [
+        ("planted-pivot", {"p": 0}, "scenario 'planted-pivot' (p=0): the recorded choice at step 1 "),
+        ("cascade", {"base": 0.432, "need": 4}, "(base=0.432, gain=0.25, need=4): the recorded run "),
+        ("corridor", {"length": 10, "horizon": 1, "start": 8}, "no failing run in 10000 attempts"),
+    ],
+)
+def test_parameters_in_range_that_record_no_failure_are_a_spec_error(
+    name: str, params: dict[str, float], expected: str
+) -> None:
+    """In range, but no failing run to record: it was a ValueError or a RuntimeError."""
+    with pytest.raises(car.errors.SpecError) as info:
+        record(name, **params)
+    assert expected in str(info.value)
+
+
+def test_a_scenario_that_never_fails_its_canonical_way_is_a_spec_error() -> None:
+    from car.sim.base import record as sample_record
+
+    scenario = scenario_for("research-team-world", unreliable=1, skip=0)
+    with pytest.raises(car.errors.SpecError, match=r"\(unreliable=1, skip=0\): no canonical failure"):
+        sample_record(scenario, max_attempts=20)
+
+
 def test_bundled_traces_keep_loading() -> None:
     from car.trace import load_trace
     from tests.conftest import TRACES

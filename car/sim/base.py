@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from car.errors import SpecError
 from car.protocols import Decision, EnvStep, Mode, Trajectory, Turn
 from car.rng import EventKey
 from car.trace import Action, Actor, Observation, Outcome, ReplaySpecs, Step, ToolCall, Trace
@@ -87,6 +88,11 @@ class Scenario:
     @classmethod
     def ranges_for(cls, params: Mapping[str, float]) -> Mapping[str, Range]:
         return cls.ranges
+
+    def described(self) -> str:
+        """The scenario with its parameters, for a message: "scenario 'planted-pivot' (p=0)"."""
+        params = ", ".join(f"{k}={self.p(k):g}" for k in self.defaults)
+        return f"scenario {self.name!r}" + (f" ({params})" if params else "")
 
     @classmethod
     def range_problem(cls, params: Mapping[str, float]) -> tuple[str, str] | None:
@@ -242,8 +248,11 @@ def record(scenario: Scenario, *, seed: int = 0, max_attempts: int = 100_000) ->
         turns = asyncio.run(_rollout(scenario, seed, attempt))
         if scenario.failed(turns) and scenario.canonical(turns):
             break
-    else:  # pragma: no cover - the scenarios fail often enough
-        raise RuntimeError(f"{scenario.name}: no canonical failure in {max_attempts} attempts")
+    else:  # parameters can rule the failure out (research-team with unreliable=1, skip=0)
+        raise SpecError(
+            f"{scenario.described()}: no canonical failure in {max_attempts} attempts; do its "
+            "parameters allow one?"
+        )
     steps = tuple(
         Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations) for t in turns
     )

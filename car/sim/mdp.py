@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from car.errors import SpecError
 from car.protocols import Turn
 from car.rng import EventKey
 from car.sim.base import PROBABILITY, Range, Scenario, call, failing_trace
@@ -132,8 +133,10 @@ class Corridor(Scenario):
             turns = self._run(seed, attempt)
             if self.failed(turns):
                 break
-        else:  # pragma: no cover - falls often enough
-            raise RuntimeError("corridor: no failing run")
+        else:  # parameters can rule the fall out (a horizon too short to reach the cliff)
+            raise SpecError(
+                f"{self.described()}: no failing run in 10000 attempts; do its parameters allow one?"
+            )
         steps = tuple(
             Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations)
             for t in turns

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, overload
 
+from car.errors import SpecError
 from car.protocols import Turn
 from car.sim.base import PROBABILITY, Range, Scenario, failing_trace, say
 from car.trace import Action, Actor, Step, Trace
@@ -146,7 +147,7 @@ class BinaryModel(Scenario):
         for k, b in enumerate(rec):
             p = self.bad_prob(k, rec[:k])
             if (p if b else 1 - p) <= 0:
-                raise ValueError(f"{self.name}: the recorded choice at step {k} has probability 0")
+                raise SpecError(f"{self.described()}: the recorded choice at step {k} has probability 0")
             steps.append(
                 Step(
                     index=k,
@@ -155,7 +156,7 @@ class BinaryModel(Scenario):
                 )
             )
         if self.fail_prob(rec) <= 0:
-            raise ValueError(f"{self.name}: the recorded run cannot fail")
+            raise SpecError(f"{self.described()}: the recorded run cannot fail")
         return failing_trace(self, tuple(steps), seed)
 
     # -- exact answers ---------------------------------------------------------------------------
