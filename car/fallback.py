@@ -4,10 +4,11 @@ Rules (`--method auto`, the default): run Shapley when (a) the contrastive estim
 (b) two or more steps carry significant adjacent drops (credit looks shared). `--method shapley`
 always runs it (c); `--method contrastive` never does. The report says which rule fired. Shapley is
 never run when there is nothing to attribute (the record did not fail, cannot be scored, or the
-replay never reproduces it). Under `auto` it is not run either when the players hold every decision
-step and re-deciding from the first of them removes significantly less than `min_effect` of the
-failure: that arm measured v(N) - v(empty), the sum of the values (a value can exceed it only where
-credits cancel, which `--method shapley` measures).
+replay never reproduces it), nor when the contrastive rollouts erred beyond `max_error_rate`. Under
+`auto` it is not run either when the players hold every decision step and re-deciding from the
+first of them removes significantly less than `min_effect` of the failure: that arm measured
+v(N) - v(empty), the sum of the values (a value can exceed it only where credits cancel, which
+`--method shapley` measures).
 """
 
 from __future__ import annotations
