@@ -370,8 +370,9 @@ def test_the_advice_names_the_samples_its_estimate_rests_on() -> None:
     assert result.locus is None and result.positions[0].effect.n == 4
     reason = result.abstained_reason or ""
     assert "(largest estimate 100% with n=4)" in reason and "as 4 of 8 samples were scored" in reason
-    # Graded, by the normal approximation: never below twice the samples taken, 16 (4 of 8 scored:
-    # 8 scored, scaled for the loss). The floor was twice the arm's own count, 16, scaled again: 32.
+    # Graded, by the normal approximation: never below twice the 4 samples the effect rests on, 8,
+    # scaled for the loss (4 of 8 scored) to 16. The floor was twice the arm's own count, 16, then
+    # scaled again: 32.
     graded = np.array([[0.1, 0.3, 0.1, 0.3, 0.1, 0.3, 0.9, 0.3]])
     result = estimate_contrastive(graded, factual * 0.9, factual_exact=False, min_effect=0.2)
     assert result.locus is None and result.positions[0].effect.n == 4
