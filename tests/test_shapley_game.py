@@ -213,6 +213,19 @@ def test_target_width_stops_early() -> None:
         assert not res.budget_reached and res.rollouts < 20_000
 
 
+def test_target_width_does_not_overshoot() -> None:
+    """The rounds grow at most twofold: from the first 8 units' half-width, mostly the variance
+    floor, the projection asked for about twice the units the target needed, and runs ended at a
+    median of 0.74 of the target width (`and`, target 0.05)."""
+    ratios = []
+    for seed in range(12):
+        res = shapley(replay_for("and", seed), method="permutation", budget=20_000, target_width=0.05)
+        widest = float(res.estimate.half_width.max())
+        assert widest <= 0.05 and not res.budget_reached
+        ratios.append(widest / 0.05)
+    assert float(np.median(ratios)) >= 0.85, ratios
+
+
 class Jittery:
     """A policy whose calls take a random time, as over a network: rollouts finish out of order."""
 
