@@ -170,7 +170,7 @@ def test_a_log_says_how_a_budgeted_phase_ended_when_it_stops_early(tmp_path: Pat
     run = subprocess.run(shapley, cwd=tmp_path, capture_output=True, text=True, check=True)
     assert run.stderr.splitlines()[-2:] == [
         f"car: {and_}: Shapley: up to 4,000 rollouts",
-        f"car: {and_}: Shapley: done, 261 of 4,000 rollouts; target half-width 0.1 met",
+        f"car: {and_}: Shapley: done, 230 of 4,000 rollouts; target half-width 0.1 met",
     ]
 
 
