@@ -151,9 +151,7 @@ class Trajectory:
         """Whether this trajectory is exactly the recorded run."""
         rec = self.trace.steps
         return len(rec) == len(self.turns) and all(
-            t.actor == s.actor
-            and t.action.identity() == s.action.identity()
-            and t.observations == s.observations
+            t.actor == s.actor and t.action.same(s.action) and t.observations == s.observations
             for t, s in zip(self.turns, rec, strict=True)
         )
 

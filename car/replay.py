@@ -288,7 +288,7 @@ class Replay:
         """Whether `rollout` already is its fork at `step` with `action` forced: it took that very
         action there (`Action.identity`; the same signature with other wording is not enough), or
         ended before `step`."""
-        return step >= len(rollout.turns) or (rollout.turns[step].action.identity() == action.identity())
+        return step >= len(rollout.turns) or rollout.turns[step].action.same(action)
 
     def agrees(self, rollout: Rollout, start: int = 0) -> int:
         """The first position at or after `start` where `rollout` leaves the record, turn for turn
@@ -390,7 +390,7 @@ class Replay:
                     action, mode = forced[index], Mode.FORCED
                     # Forcing the recorded action is holding it (a Shapley fork holds a player so):
                     # off the record, that is a held step whose context differs too.
-                    diverged = not on_record and _is_recorded_action(action, recorded)
+                    diverged = not on_record and recorded is not None and action.same(recorded.action)
                 elif not who.decides:
                     if recorded is None:
                         raise RolloutError(
@@ -472,13 +472,6 @@ class Replay:
         return Rollout(
             plan, replicate, tuple(turns), tuple(states), None, "error", message, calls, False
         )
-
-
-def _is_recorded_action(action: Action, recorded: Step | None) -> bool:
-    """Whether `action` is the recorded one (the very object, as a fork passes it, or its identity)."""
-    if recorded is None:
-        return False
-    return action is recorded.action or action.identity() == recorded.action.identity()
 
 
 def _score_value(spec: str, value: object) -> float | None:

@@ -558,8 +558,7 @@ def _hold_idle(trace: Trace, rollout: Rollout, step: int) -> bool:
 
 def _took_recorded(trace: Trace, rollout: Rollout, step: int) -> bool:
     """The rollout took the very recorded action at `step` (`Action.identity`)."""
-    taken, recorded = rollout.turns[step].action, trace.steps[step].action
-    return taken is recorded or taken.identity() == recorded.identity()  # held: not encoded
+    return rollout.turns[step].action.same(trace.steps[step].action)
 
 
 async def _pair(

@@ -136,6 +136,11 @@ class Action(_Model):
             del _IDENTITIES[next(iter(_IDENTITIES))]  # the oldest
         return value
 
+    def same(self, other: Action) -> bool:
+        """Whether `other` is this action downstream: the very object (not encoded) or one with its
+        identity."""
+        return other is self or other.identity() == self.identity()
+
     def summary(self, width: int = 60) -> str:
         if self.tool_calls:
             parts = [f"{c.name}({_short_args(c.arguments)})" for c in self.tool_calls]
