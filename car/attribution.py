@@ -799,7 +799,7 @@ def _report(
         steps=steps,
         match_rate=overall,
         never_reproduced=never,
-        divergence_rate=(c.diverged / c.rollouts) if c.rollouts else 0.0,
+        divergence_rate=c.divergence_rate,
         first_error=c.first_error or c.first_match_error,
         notes=notes,
         budget=Budget(

@@ -222,7 +222,7 @@ async def shapley_into_report(
     )
     # Shapley holds steps after changed ones, where the contrastive arms never do: the rate is the
     # whole run's, as the budget is.
-    report.divergence_rate = c.diverged / c.rollouts if c.rollouts else 0.0
+    report.divergence_rate = c.divergence_rate
     # The rule the contrastive part applied to its own rollouts holds for the whole run: a Shapley
     # game that mostly errored rests on the few units that did not, whatever the arms did.
     if c.erred_beyond(max_error_rate):

@@ -203,6 +203,11 @@ class Counters:
         """Whether more than `max_error_rate` of the rollouts errored: the run is a backend failure."""
         return bool(self.rollouts) and self.errors / self.rollouts > max_error_rate
 
+    @property
+    def divergence_rate(self) -> float:
+        """The share of rollouts with a held step whose context differed from the record's."""
+        return self.diverged / self.rollouts if self.rollouts else 0.0
+
 
 def _copied(step: Step) -> Turn:
     return Turn(step.index, step.actor, step.action, step.observations, Mode.COPIED)
