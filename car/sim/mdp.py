@@ -129,13 +129,15 @@ class Corridor(Scenario):
 
     def recorded_trace(self, seed: int = 0) -> Trace:
         """The first failing run of the seeded sequence of attempts."""
-        for attempt in range(10_000):
+        attempts = 10_000
+        for attempt in range(attempts):
             turns = self._run(seed, attempt)
             if self.failed(turns):
                 break
         else:  # parameters can rule the fall out (a horizon too short to reach the cliff)
             raise SpecError(
-                f"{self.described()}: no failing run in 10000 attempts; do its parameters allow one?"
+                f"{self.described()}: no failing run in {attempts} attempts; do its parameters "
+                "allow one?"
             )
         steps = tuple(
             Step(index=t.index, actor=t.actor, action=t.action, observations=t.observations)
