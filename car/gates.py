@@ -131,5 +131,6 @@ class Gates:
 
 
 def step_index(who: str) -> int | None:
-    """`--fail-on-blame 3` (or `03`) names step 3; an actor id is not a step index."""
+    """`--fail-on-blame 3` (or `03`) names step 3; an actor id is not a step index. ASCII digits
+    only: `int` would read `+3`, `3_0` and other scripts' digits as well."""
     return int(who) if who.isascii() and who.isdigit() else None

@@ -44,6 +44,7 @@ from car.estimators.shapley import (
     estimate_walks,
     plan_walks,
 )
+from car.gates import step_index
 from car.replay import Plan, Replay, Rollout, gather_all
 from car.report import Budget, Estimate, ShapleyPlayer, ShapleyReport, many, short
 from car.rng import EventKey
@@ -110,13 +111,12 @@ def parse_players(trace: Trace, spec: str) -> tuple[PlayersKind, list[Player]]:
         steps: list[int] = []
         for item in part.split(","):
             item = item.strip()
-            try:
-                step = int(item)
-            except ValueError:
+            step = step_index(item)
+            if step is None:
                 raise InputError(
                     f"{given}: group {g + 1} ({part.strip()!r}): {item!r} is not a step index; "
                     "use 'steps', 'agents' or groups like '0,1;2,3'"
-                ) from None
+                )
             if step not in decisions:
                 raise InputError(
                     f"{given}: step {step} is not a decision step of trace {trace.id!r}; "

@@ -295,6 +295,10 @@ def test_an_empty_value_says_what_the_option_takes(
         ("0;9", "step 9 is not a decision step of trace 'pivot-0'; decision steps are 0, 1, 2"),
         ("0,x", "group 1 ('0,x'): 'x' is not a step index; use 'steps', 'agents' or groups like"),
         ("0;0", "step 0 is in more than one group"),
+        # int() reads all three as step indices: an Arabic-Indic three, 1_0 as 10, +1 as 1.
+        ("\u0663", "group 1 ('\u0663'): '\u0663' is not a step index; use 'steps', 'agents' or"),
+        ("0;1_0", "group 2 ('1_0'): '1_0' is not a step index; use 'steps', 'agents' or"),
+        ("+1", "group 1 ('+1'): '+1' is not a step index; use 'steps', 'agents' or"),
     ],
 )
 def test_player_groups_are_named_as_given(
