@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel
 
 from car.arguments import check_arguments, parameters_of
-from car.errors import CarError, InputError, flag_name, option_name
+from car.errors import CarError, InputError, flag_name, one_line, option_name
 from car.gates import EXIT_BACKEND, EXIT_GATE, EXIT_OK, EXIT_USAGE, Gates
 from car.jsonfile import utf8_text
 from car.protocols import Environment, Policy, Scorer
@@ -761,7 +761,7 @@ def backend_failure(report: Report) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return one_line(str(exc)) or type(exc).__name__
 
 
 # -- the batch ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ __all__ = [
     "RolloutError",
     "SpecError",
     "flag_name",
+    "one_line",
     "option_name",
 ]
 
@@ -33,6 +34,20 @@ COMMAND_LINE: ContextVar[bool] = ContextVar("car_command_line", default=False)
 
 # Keywords whose option is not the keyword spelled with dashes.
 _FLAGS = {"fmt": "--from", "shapley_method": "--shapley"}
+
+
+LINE_LIMIT = 2000  # characters of an error line: its start names the place, its end the way out
+
+
+def one_line(text: str, limit: int = LINE_LIMIT) -> str:
+    """A message as one line: its whitespace runs made one space, and a message that quotes a huge
+    value (a 100 KB field, a plugin's megabyte of output) cut in the middle, where the value is: the
+    place at its start and the advice at its end stay."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{line[:head]} … [{len(line) - head - tail:,} characters left out] … {line[-tail:]}"
 
 
 def option_name(keyword: str, value: str | None = None) -> str:

@@ -18,6 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from car.errors import LINE_LIMIT, one_line
 from car.jsonfile import json_text, utf8_text
 from car.report import Estimate, Report, label_line, many, percent, samples_per_step, short
 
@@ -71,18 +72,9 @@ def literal(text: str) -> Text:
     return Text(visible(utf8_text(text).replace("\n", " ")).replace("\t", " "))
 
 
-LINE_LIMIT = 2000  # characters of an error line: its start names the place, its end the way out
-
-
 def error_line(text: str, limit: int = LINE_LIMIT) -> str:
-    """A message for one line of stderr: inert (`literal`), its whitespace runs made one space, and
-    a message that quotes a huge value (a 100 KB field) cut in the middle, where the value is: the
-    file, the place and the advice stay."""
-    line = str(literal(" ".join(text.split())))
-    if len(line) <= limit:
-        return line
-    head, tail = limit * 3 // 4, limit // 4
-    return f"{line[:head]} … [{len(line) - head - tail:,} characters left out] … {line[-tail:]}"
+    """A message for one line of stderr: inert (`literal`) and `one_line`."""
+    return one_line(str(literal(" ".join(text.split()))), limit)
 
 
 def _pct(e: Estimate | None, signed: bool = False, sep: str = " ") -> str:

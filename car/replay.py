@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from car.errors import BackendError, RolloutError
+from car.errors import BackendError, RolloutError, one_line
 from car.protocols import Decision, Environment, EnvStep, Mode, Policy, Scorer, Trajectory, Turn
 from car.rng import EventKey
 from car.trace import Action, Sampling, Step, Trace
@@ -603,11 +603,11 @@ class RowRunner:
 
 
 def describe_error(exc: BaseException) -> str:
-    """An error as a report says it: car's own errors by their message (they say what and where),
-    any other by its type and message."""
+    """An error as a report says it, in `one_line`: car's own errors by their message (they say what
+    and where), any other by its type and message."""
     if isinstance(exc, RolloutError | BackendError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return one_line(str(exc))
+    return one_line(f"{type(exc).__name__}: {exc}")
 
 
 def _returned(value: object, kind: type[T], plugin: object, role: str, method: str) -> T:

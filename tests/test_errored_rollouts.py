@@ -328,3 +328,26 @@ def test_a_shapley_game_that_mostly_errored_makes_the_report_a_backend_error() -
     # Under the threshold the report stays ok, its drops noted.
     mild = run(0.05)
     assert 0 < mild.budget.errored < mild.budget.rollouts / 2 and mild.status == "ok"
+
+
+def test_a_huge_plugin_error_is_kept_as_one_cut_line(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """A scorer whose error quoted a megabyte of text put all of it in the JSON report's
+    first_error and in the terminal's note, lines and all. Its start (where) and end stay."""
+    path = tmp_path / "wordy.py"
+    path.write_text(
+        "from car import EventKey, Trajectory\n\n\n"
+        "async def wordy(trajectory: Trajectory, key: EventKey) -> float:\n"
+        "    if key.replicate % 4 == 3:\n"
+        "        raise ValueError('could not parse:\\n' + 'x' * 1_000_000 + '\\nend of input')\n"
+        "    return float(trajectory.turns[-1].action.text.endswith('FAIL'))\n"
+    )
+    scorer = f"{path}@wordy"
+    report = car.blame(TRACES / "pivot.json", scorer=scorer)
+    first = report.first_error
+    assert first is not None and len(first) < 2_200, len(first or "")
+    assert first.startswith(f"scorer '{scorer}': ValueError: could not parse: xxx")
+    assert first.endswith("xxx end of input") and "characters left out" in first
+    r = run_cli("blame", TRACES / "pivot.json", "--scorer", scorer, "--no-store")
+    assert r.code == 0 and len(r.out) < 10_000, len(r.out)

@@ -45,7 +45,7 @@ from car.batch import (
     attribute_one,
     deliver,
 )
-from car.errors import InputError
+from car.errors import InputError, one_line
 from car.runner import Runner
 from car.store import MemoryStore, RolloutCache, RolloutStore
 
@@ -309,7 +309,7 @@ def run_ray(
                 if cancelled:
                     return None
                 item = planned[i]
-                message = " ".join(str(exc).split())[:500]
+                message = one_line(str(exc), 500)
                 result, added = (
                     TraceResult(
                         item.path,
