@@ -142,6 +142,24 @@ def test_extract_then_compare() -> None:
     assert normalise_answer("Paris") != normalise_answer("9,100,000")
 
 
+@pytest.mark.parametrize("mode", ["extract", "rubric"])
+def test_a_judge_that_refuses_scores_nothing(mode: str) -> None:
+    """In extract mode a judge's refusal ("I'm sorry, but I can't help with that.") was compared
+    with the expected answer as if the agent had said it, so every refusal scored the run a
+    failure: it says nothing about the run, so it scores nothing, as a rubric judge's does."""
+    trace = str(ROOT / "traces" / "research-team.json")
+    spec = f"llm-judge:openai:extract?mode={mode}&expected=8402611"
+    faults = Faults(script=["ok"] * 6, rates={"refusal": 1.0})  # the probe gets plain answers
+    with LoopbackServer({"extract": _extractor}, faults=faults) as server:
+        with configure(base_url=server.url):
+            report = car.blame(trace, scorer=spec, seed=0, samples=4, method="contrastive")
+        judged = server.count("chat/completions") - 6
+    assert judged > 0 and report.budget.unscorable == report.budget.rollouts
+    assert all(s.rescue is None or s.rescue.n == 0 for s in report.steps)
+    line = f"{spec}: {judged} of {judged} answers were refusals (not scored)"
+    assert line in report.notes
+
+
 def test_a_judge_and_a_simulated_environment_may_name_their_own_server() -> None:
     """They took the policy's --base-url (and key, temperature, max_tokens) with no way out: a
     hosted judge beside a local policy sent its requests to the local server."""

@@ -81,21 +81,24 @@ class Completer:
         make = openai_backend if self.kind == "openai" else anthropic_backend
         self.http: HttpBackend = make(self.options, name=self.name)
         self.answers = 0
-        self.refusals = 0  # answers that were the model declining (their text is the answer)
+        self.refusals = 0  # answers that were the model declining (`draw` tells the caller which)
         self.cut = 0  # answers stopped at max tokens
 
-    def _counted(self, draw: Draw) -> str:
+    def _counted(self, draw: Draw) -> Draw:
         self.answers += 1
         self.refusals += draw.refused
         self.cut += draw.cut
-        return draw.action.text
+        return draw
 
-    def endings(self, what: str) -> list[str]:
+    def endings(self, what: str, refused: str | None = None) -> list[str]:
         """Lines for the report when answers were refusals or cut at max tokens; `what` says what
-        became of them ("used as the tool's output")."""
+        became of them ("used as the tool's output"), `refused` of the refusals when that differs."""
         out = []
         if self.refusals:
-            out.append(f"{self.name}: {self.refusals} of {self.answers} answers were refusals ({what})")
+            out.append(
+                f"{self.name}: {self.refusals} of {self.answers} answers were refusals "
+                f"({refused or what})"
+            )
         if self.cut:
             out.append(
                 f"{self.name}: {self.cut} of {self.answers} answers were cut at max tokens ({what})"
@@ -114,6 +117,10 @@ class Completer:
         return dict(self.http.stats.tokens)
 
     async def __call__(self, system: str, user: str, key: EventKey, *, max_tokens: int = 512) -> str:
+        return (await self.draw(system, user, key, max_tokens=max_tokens)).action.text
+
+    async def draw(self, system: str, user: str, key: EventKey, *, max_tokens: int = 512) -> Draw:
+        """The answer with how the model ended it (a refusal, a cut at max tokens)."""
         opts = self.options
         if self.kind == "anthropic":
             body: dict[str, Any] = {

@@ -8,7 +8,8 @@ Options (URL-query style after `?`, values percent-encoded if needed):
                        `outcome.detail` ("the failure is: ...").
     mode=extract       the model only extracts the final answer; code compares it with `expected`
                        after normalisation (case, spacing, punctuation, thousands separators);
-                       a mismatch scores 1. NONE (no answer) scores 1 too.
+                       a mismatch scores 1. NONE (no answer) scores 1 too; a refusal (the
+                       judge declining) scores nothing, in either mode.
     expected=TEXT      the expected answer. Default: `metadata.expected` of the trace, or the task's
                        `expected` / `answer` field when the task is an object.
     repeats=N          judge each trajectory N times (distinct keys) and score the mean. The spread
@@ -159,14 +160,20 @@ class LLMJudge:
         text = transcript(traj)
         if self.mode == "rubric":
             user = f"Rubric: {self.rubric}\n\nTranscript:\n{text}\n\nVerdict (FAIL or PASS):"
-            answer = await self.complete(_RUBRIC_SYSTEM, user, key, max_tokens=256)
+            drawn = await self.complete.draw(_RUBRIC_SYSTEM, user, key, max_tokens=256)
+            if drawn.refused:
+                return None
+            answer = drawn.action.text
             found = _VERDICT.findall(answer.upper())
             if not found:
                 self.unparsed += 1
                 return None
             return 1.0 if found[-1] == "FAIL" else 0.0
         user = f"Task: {json.dumps(self.task, ensure_ascii=False)}\n\nTranscript:\n{text}"
-        answer = (await self.complete(_EXTRACT_SYSTEM, user, key, max_tokens=128)).strip()
+        drawn = await self.complete.draw(_EXTRACT_SYSTEM, user, key, max_tokens=128)
+        if drawn.refused:  # the judge declined: that says nothing about the agent's answer
+            return None
+        answer = drawn.action.text.strip()
         if not answer or answer.upper() == "NONE":
             return 1.0
         assert self.expected is not None
@@ -198,7 +205,7 @@ class LLMJudge:
             )
         if self.unparsed:
             out.append(f"{self.spec}: {self.unparsed} judgements named neither FAIL nor PASS")
-        out += self.complete.endings("read as the judgement")
+        out += self.complete.endings("read as the judgement", refused="not scored")
         summary = self.complete.http.summary()
         if summary:
             out.append(summary)
