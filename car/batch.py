@@ -386,7 +386,7 @@ class WorkEstimate:
     match_draws: int
     policy_calls: int  # if rollouts follow the recorded length
     unreadable: int = 0
-    shapley_rollouts: int = 0  # at most this many more if credit is shared and Shapley runs
+    shapley_rollouts: int = 0  # at most this many more if Shapley runs (shared credit, abstention)
 
     def to_json(self) -> dict[str, Any]:
         """The estimate as `car.estimate/v1` (`car blame --dry-run --format json`)."""
@@ -403,7 +403,7 @@ class WorkEstimate:
     def line(self) -> str:
         bad = f" ({self.unreadable} unreadable)" if self.unreadable else ""
         more = (
-            f" (+ up to {self.shapley_rollouts} if credit is shared and Shapley runs)"
+            f" (+ up to {self.shapley_rollouts} if Shapley runs: shared credit or an abstention)"
             if self.shapley_rollouts
             else ""
         )

@@ -225,7 +225,7 @@ def test_max_rollouts_and_dry_run(work: Path, capsys: pytest.CaptureFixture[str]
         out.startswith(f"estimate: {len(list(TRACES.glob('*.json')))} traces, ") and out.count("\n") == 1
     )
     n = len(list(TRACES.glob("*.json")))
-    assert f"(+ up to {1000 * n} if credit is shared and Shapley runs)" in out
+    assert f"(+ up to {1000 * n} if Shapley runs: shared credit or an abstention)" in out
     # pivot needs 1 + 3 * 4 = 13 rollouts: 20 allows one trace of the two
     args = ["blame", PIVOT, str(TRACES / "and.json"), *FAST, "--max-rollouts", "20", "--format", "jsonl"]
     code, out, _ = run(args, capsys)
