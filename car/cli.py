@@ -825,8 +825,9 @@ def report_cmd(
         raise typer.Exit(2)
     # As car blame exited for these traces.
     code = final_exit_code((r.exit_code for r in results), exit_zero=exit_zero)
-    if code:
+    if code or len(results) > 1:  # a batch ends with its counts (and the labels' tally), as blame's
         print(f"car: {counts_line(results)}", file=sys.stderr)
+    if code:
         raise typer.Exit(code)
 
 

@@ -451,3 +451,20 @@ def test_a_store_lists_its_traces_in_the_order_blame_does(
     assert code == 0
     listed = [json.loads(line)["trace"] for line in out.splitlines()]
     assert listed == [str(runs / "2.json"), str(runs / "10.json")]
+
+
+def test_a_batch_rerendered_ends_with_its_counts_as_blame_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`car blame DIR` ends with its counts line on stderr (with the labels' tally where traces
+    carry labels); `car report` of the batch printed it only when the exit code was not 0."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(ROOT / "traces" / "pivot.json", runs / "pivot.json")
+    shutil.copy(ROOT / "traces" / "or.json", runs / "or.json")
+    saved = tmp_path / "batch.jsonl"
+    code, _, err = run(capsys, "blame", str(runs), *FAST, "--no-store", "-o", str(saved))
+    assert code == 0 and "\n2 traces: 2 ok\n" in f"\n{err}", err
+    for fmt in ("table", "jsonl"):
+        code, _, err = run(capsys, "report", str(saved), "--format", fmt)
+        assert (code, err) == (0, "car: 2 traces: 2 ok\n"), err
