@@ -472,7 +472,9 @@ def fit_bytes(text: str, limit: int) -> str:
         "\n\n> **Truncated:** this summary exceeded GitHub's size limit; "
         "the full report is in the JSON or JSONL output.\n"
     )
-    room = max(0, limit - len(notice.encode()))
+    room = limit - len(notice.encode())
+    if room < 0:  # not even the notice fits: appending it would push the file over the limit
+        return ""
     cut = data[:room].decode("utf-8", errors="ignore")
     if "\n" in cut:
         cut = cut[: cut.rindex("\n")]

@@ -557,6 +557,17 @@ def test_an_unwritable_github_summary_is_one_line_and_kept(
     assert kept.read_text().startswith("## car blame")
 
 
+def test_github_summary_never_pushes_a_nearly_full_file_over_the_limit(tmp_path: Path) -> None:
+    # GitHub drops a step summary above 1 MiB whole, the earlier steps' part included: where not
+    # even the truncation notice fits, nothing is appended.
+    summary = tmp_path / "summary.md"
+    for used in (GITHUB_SUMMARY_LIMIT - 50, GITHUB_SUMMARY_LIMIT):
+        summary.write_text("x" * used)
+        write_github_summary("## car blame\n" + "| a | b |\n" * 1000, summary)
+        assert summary.stat().st_size == used
+    assert fit_bytes("| a | b |\n" * 1000, 10) == ""
+
+
 def test_fit_bytes_cuts_at_a_line_and_keeps_utf8() -> None:
     text = "".join(f"| step {i} | é€ |\n" for i in range(10_000))
     cut = fit_bytes(text, 5000)
