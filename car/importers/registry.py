@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -85,9 +86,22 @@ def _builtins() -> list[Importer]:
     ]
 
 
+# The importer plugins' entry points, by the lookup that found them: a lookup reads every installed
+# distribution's metadata (tens of milliseconds), which once per file was most of the time a folder
+# of a thousand traces took to load. Keyed by the lookup, so one substituted for it is asked afresh.
+_FOUND: dict[Callable[..., Any], tuple[Any, ...]] = {}
+
+
+def _entry_points() -> tuple[Any, ...]:
+    found = _FOUND.get(entry_points)
+    if found is None:
+        found = _FOUND[entry_points] = tuple(entry_points(group=GROUP))
+    return found
+
+
 def _plugins() -> list[Importer]:
     found: list[Importer] = []
-    for ep in entry_points(group=GROUP):
+    for ep in _entry_points():
         try:
             obj = ep.load()
             imp = obj() if isinstance(obj, type) else obj

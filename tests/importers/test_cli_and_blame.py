@@ -156,6 +156,25 @@ def test_importer_plugins_come_from_the_entry_point_group(
     assert "from shouting" in capsys.readouterr().out
 
 
+def test_the_importer_plugins_are_looked_up_once_however_many_files_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lookup reads every installed distribution's metadata: done per file, it was most of the
+    # time a folder of a thousand traces took to load before the run's estimate showed.
+    seen: list[str] = []
+
+    def counting_entry_points(group: str) -> list[_EP]:
+        seen.append(group)
+        return [_EP()]
+
+    monkeypatch.setattr(registry, "entry_points", counting_entry_points)
+    for i in range(5):
+        f = tmp_path / f"s{i}.json"
+        f.write_text(json.dumps({"shout": ["A: hi", "B: hello"]}))
+        assert load_any(f).source is not None
+    assert seen == ["car.importers"]
+
+
 def test_inspect_logs_read_through_inspect_ai(tmp_path: Path, fixtures: Path) -> None:
     pytest.importorskip("inspect_ai", reason="the optional extra car-blame[inspect] is not installed")
     from inspect_ai.log import EvalLog, write_eval_log
