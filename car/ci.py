@@ -760,9 +760,7 @@ def rerender(
     from car.outputs import read_results
 
     p = Path(source)
-    saved = read_results(p)
-    if not saved:
-        raise InputError(f"{source}: no stored reports (run `car blame` with a store first)")
+    saved = read_results(p)  # a store without reports is an error there; a batch of none is not
     found = _analyses(saved)
     if pick is not None:
         found = _pick(found, pick, source)
@@ -788,7 +786,8 @@ def rerender(
         else a.result
         for a in found
     ]
-    return render_output(OutputFormat(fmt), results, batch=len(results) > 1), results
+    # A batch of none (an empty shard's JSON) renders as `car blame` wrote it: an empty batch.
+    return render_output(OutputFormat(fmt), results, batch=len(results) != 1), results
 
 
 @dataclass(frozen=True)

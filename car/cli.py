@@ -816,12 +816,12 @@ def report_cmd(
     text, results = rerender(source, fmt, trace=trace, pick=pick)
     if output is None:
         # A terminal gets the table fitted to it, as `car blame` prints it there.
-        if fmt is not Format.table or not print_table(results, sys.stdout, batch=len(results) > 1):
+        if fmt is not Format.table or not print_table(results, sys.stdout, batch=len(results) != 1):
             sys.stdout.write(text)
     else:
         write_report(output, text)  # re-rendering costs nothing: a failed write is just an error
         print(f"{fmt.value} report written to {output}{suffix_note(output, by_suffix)}", file=sys.stderr)
-    if step_summary([(fmt, output)], results, batch=len(results) > 1):
+    if step_summary([(fmt, output)], results, batch=len(results) != 1):
         raise typer.Exit(2)
     # As car blame exited for these traces.
     code = final_exit_code((r.exit_code for r in results), exit_zero=exit_zero)

@@ -746,6 +746,18 @@ def _is_sqlite(p: Path) -> bool:
         return False  # reading it again names the problem
 
 
+def _no_reports(rollouts: int) -> str:
+    """Why a store has nothing to show: never written to, or its runs stopped before any trace
+    finished (their rollouts are there for a rerun to resume from)."""
+    if not rollouts:
+        return "no stored reports (run `car blame` with a store first)"
+    what = "rollout or draw" if rollouts == 1 else "rollouts and draws"
+    return (
+        f"no stored reports: no trace finished in the runs that wrote it ({rollouts:,} {what} "
+        "stored); rerun the same `car blame` command to finish them"
+    )
+
+
 def read_results(source: str | Path) -> list[TraceResult]:
     """Every result saved in a store (its reports), a JSON file (`car.report/v1` of one trace or
     `car.batch/v1` of a batch) or JSONL of `car.record/v1` lines, in the file's order (a store's in
@@ -759,6 +771,8 @@ def read_results(source: str | Path) -> list[TraceResult]:
     if _is_sqlite(p):
         with RolloutStore(p, create=False, ways=()) as store:  # it only reads: no other file to name
             stored = store.results()
+            if not stored:
+                raise InputError(f"{p}: {_no_reports(store.count())}")
         results = [
             r
             for n, s in enumerate(stored, 1)

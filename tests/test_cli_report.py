@@ -468,3 +468,46 @@ def test_a_batch_rerendered_ends_with_its_counts_as_blame_did(
     for fmt in ("table", "jsonl"):
         code, _, err = run(capsys, "report", str(saved), "--format", fmt)
         assert (code, err) == (0, "car: 2 traces: 2 ok\n"), err
+
+
+def test_report_renders_an_empty_shards_batch_as_blame_wrote_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard that holds no trace writes every output empty (a `car.batch/v1` of no records);
+    `car report` of that JSON said "no stored reports (run car blame with a store first)", exit 2."""
+
+    def blame(shard: str, fmt: str) -> Path:
+        path = tmp_path / f"{shard.replace('/', 'of')}.{fmt}"
+        args = [*FAST, "--no-store", "--shard", shard, "--format", fmt, "-o", str(path)]
+        code, _, _ = run(capsys, "blame", str(TRACE), *args)
+        assert code == 0
+        return path
+
+    # One trace over two shards: one of them is empty.
+    (shard,) = [
+        s for s in ("1/2", "2/2") if json.loads(blame(s, "json").read_text()).get("records") == []
+    ]
+    empty = blame(shard, "json")
+    for fmt in ("json", "markdown", "junit", "table"):
+        code, out, err = run(capsys, "report", str(empty), "--format", fmt)
+        assert (code, err) == (0, "")
+        assert out == blame(shard, fmt).read_text()
+
+
+def test_report_of_a_store_whose_runs_finished_no_trace_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run interrupted before any trace finished leaves rollouts and no report: the line told the
+    user to run `car blame` with a store, which they had done."""
+    from car.store import RolloutStore
+
+    path = tmp_path / "store.sqlite"
+    with RolloutStore(path) as store:
+        for i in range(3):
+            store.put("ns", f"k{i}", "h", "run", {"i": i})
+    code, out, err = run(capsys, "report", str(path))
+    assert code == 2 and out == ""
+    assert err == (
+        f"car: error: {path}: no stored reports: no trace finished in the runs that wrote it "
+        "(3 rollouts and draws stored); rerun the same `car blame` command to finish them\n"
+    )
