@@ -136,12 +136,23 @@ def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[
                 )
         elif is_pattern(text):
             found = []
-            for match in sorted(glob.glob(text, recursive=True), key=natural_key):
+            # `**` follows links, round a loop too: an entry of a directory already matched through
+            # another path is left out, as the walk of a folder walks a directory once (of the
+            # paths to it, the one with the fewest parts is kept).
+            places: set[tuple[int, int, str]] = set()
+            matches = glob.glob(text, recursive=True)
+            for match in sorted(matches, key=lambda m: (len(Path(m).parts), natural_key(m))):
+                place = _place(match)
+                if place is not None and place in places:
+                    continue
+                if place is not None:
+                    places.add(place)
                 what = checked(match)
                 if isinstance(what, Entry):
                     found.append(what)
                 elif stat.S_ISREG(what.st_mode) and wanted(Entry(match)):
                     found.append(Entry(match))
+            found.sort(key=lambda e: natural_key(e.path))
             if not found:
                 raise InputError(f"{text}: the pattern matches no file")
         else:
@@ -151,6 +162,15 @@ def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[
     for e in out:
         unique.setdefault(e.path, e)
     return list(unique.values())
+
+
+def _place(path: str) -> tuple[int, int, str] | None:
+    """Which entry of which directory `path` names (None where its directory cannot be checked)."""
+    try:
+        info = os.stat(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, os.path.basename(path)
 
 
 def expand_paths(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[str]:

@@ -91,6 +91,20 @@ def test_a_broken_link_in_a_folder_is_an_error_of_its_own(
     assert "d/gone.json: a broken link" in records["d/gone.json"]["error"]
 
 
+def test_a_glob_through_linked_folders_takes_each_file_once_as_the_folder_walk_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`**` follows links round a loop: each file came back once per turn (`d/sub/up/sub/a.json`,
+    ...), about 40 times, every one attributed anew."""
+    monkeypatch.chdir(tmp_path)
+    _traces(tmp_path / "d", "a.json")
+    _traces(tmp_path / "d" / "sub", "b.json")
+    (tmp_path / "d" / "sub" / "up").symlink_to("..")
+    walked = expand_paths("d")
+    assert walked == ["d/a.json", "d/sub/b.json"]
+    assert expand_paths("d/**/*.json") == walked
+
+
 def _deny(monkeypatch: pytest.MonkeyPatch, listing: str, checking: str) -> None:
     """As an unprivileged user sees them: `listing` (a folder, chmod 000) cannot be listed, and
     `checking` (a link into such a folder) cannot be checked."""
