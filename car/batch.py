@@ -158,9 +158,10 @@ def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[
         else:
             found = [Entry(text)]
         out += found
-    unique: dict[str, Entry] = {}
+    # One file named twice (`t/a.json ./t/a.json`, or directly and by a glob) is one trace.
+    unique: dict[object, Entry] = {}
     for e in out:
-        unique.setdefault(e.path, e)
+        unique.setdefault(_place(e.path) or e.path, e)
     return list(unique.values())
 
 

@@ -463,3 +463,17 @@ def test_an_output_that_ends_in_a_separator_names_a_directory(
     assert not (tmp_path / "out").exists() and not (tmp_path / "x").exists()
     code, _, _ = _run(run_cli, ["blame", "p.json", *FAST, "--no-store", "-o", "out/r.json"])
     assert code == 0 and json.loads((tmp_path / "out" / "r.json").read_text())["trace_id"]
+
+
+def test_one_file_named_by_two_spellings_is_attributed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`car blame t/pivot.json ./t/pivot.json` attributed the file twice: duplicates were matched
+    on the path as typed. The first spelling is kept, for a missing file too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "pivot.json").write_text("{}")
+    (tmp_path / "t" / "or.json").write_text("{}")
+    named = ["t/pivot.json", "./t/pivot.json", "t//pivot.json", "t/../t/pivot.json", "t/*.json"]
+    assert expand_paths(named) == ["t/pivot.json", "t/or.json"]
+    assert expand_paths(["gone.json", "./gone.json"]) == ["gone.json"]
