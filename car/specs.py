@@ -343,7 +343,9 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
                 raise SpecError(
                     f"{KIND_WORDS[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
                 ) from exc
-            return _instantiate(kind, spec, factory, trace, arg)
+            # As for a file: the store keys rollouts by the spec, and a spec the plugin gives its
+            # component need not carry ARG (`NAME:a` and `NAME:b` would share rollouts).
+            return _with(_instantiate(kind, spec, factory, trace, arg), spec=spec)
     # Files last: a built-in's or an entry point's argument may contain `@` or even `.py@`.
     if spec.endswith(".py"):
         raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: name the object in the file: {spec}@NAME")

@@ -1,0 +1,69 @@
+"""Components named by spec strings: installed plugins (entry points) and plugin files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from car.protocols import Trajectory
+from car.rng import EventKey
+from car.trace import Trace
+from tests.conftest import TRACES
+
+
+class _ToolScorer:
+    """Scores 1 when the run called the tool named by the spec's argument; its own spec leaves the
+    argument out, as a plugin's may."""
+
+    spec = "tool-plugin"
+    deterministic = True
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    async def score(self, trajectory: Trajectory, key: EventKey) -> float | None:
+        calls = [c.name for t in trajectory.turns for c in t.action.tool_calls]
+        return float(self.tool in calls)
+
+
+def _make_tool_scorer(arg: str, trace: Trace) -> _ToolScorer:
+    return _ToolScorer(arg)
+
+
+class _EntryPoint:
+    name = "tool"
+    value = "tool_plugin:make"
+
+    def load(self) -> Any:
+        return _make_tool_scorer
+
+
+@pytest.fixture
+def tool_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    import car.specs
+
+    monkeypatch.setattr(
+        car.specs, "entry_points", lambda group: [_EntryPoint()] if group == "car.scorers" else []
+    )
+
+
+def test_an_entry_point_argument_keys_its_own_stored_rollouts(run_cli, tool_plugin: None) -> None:  # type: ignore[no-untyped-def]
+    """The store keyed a plugin's rollouts by the spec its component gave itself, which need not
+    carry the argument: `tool:lookup_order` was served `tool:issue_refund`'s stored outcomes."""
+    trace = TRACES / "support-refund.json"
+
+    def blame(scorer: str, *store: str) -> dict[str, Any]:
+        r = run_cli("blame", trace, "--scorer", scorer, "--samples", "8", "--format", "json", *store)
+        assert r.code == 0, r.err
+        doc: dict[str, Any] = json.loads(r.out)
+        return doc
+
+    first = blame("tool:issue_refund")
+    assert first["locus"] == 1 and first["specs"]["scorer"] == "tool:issue_refund"
+    fresh = blame("tool:lookup_order", "--no-store")
+    second = blame("tool:lookup_order")
+    assert second["specs"]["scorer"] == "tool:lookup_order"
+    assert (second["locus"], second["steps"]) == (fresh["locus"], fresh["steps"])
+    assert second["locus"] != first["locus"]
