@@ -231,11 +231,38 @@ class FunctionScorer:
         return await self.fn(trajectory)
 
 
+def _function_problem(fn: Callable[..., Any]) -> str | None:
+    """Why `FunctionScorer` could not call `fn` as it does, or None: refused now, it is one line;
+    found by the first rollout, it was a TypeError scoring the record."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read: the call will tell
+        return None
+    args = ("trajectory", "key") if len(signature.parameters) >= 2 else ("trajectory",)
+    try:
+        signature.bind(*args)
+    except TypeError:
+        empty = inspect.Parameter.empty
+        bare = signature.replace(  # the parameters, without annotations that would hide them
+            parameters=[p.replace(annotation=empty) for p in signature.parameters.values()],
+            return_annotation=empty,
+        )
+        name = getattr(fn, "__name__", "score")
+        return (
+            f"{name}() takes {bare}, and car calls a scorer function as {name}(trajectory) or "
+            f"{name}(trajectory, key)"
+        )
+    return None
+
+
 def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) -> Any:
     method = _METHOD[kind]
     if hasattr(obj, method) and not inspect.isclass(obj):
         component = obj
     elif kind == "scorer" and inspect.iscoroutinefunction(obj):
+        problem = _function_problem(obj)
+        if problem is not None:
+            raise SpecError(f"scorer {spec!r}: {problem}")
         component = FunctionScorer(obj, spec, getattr(obj, "deterministic", True))
     elif callable(obj):
         try:

@@ -67,3 +67,23 @@ def test_an_entry_point_argument_keys_its_own_stored_rollouts(run_cli, tool_plug
     assert second["specs"]["scorer"] == "tool:lookup_order"
     assert (second["locus"], second["steps"]) == (fresh["locus"], fresh["steps"])
     assert second["locus"] != first["locus"]
+
+
+@pytest.mark.parametrize(
+    ("signature", "takes"),
+    [("", "()"), ("trajectory, key, extra", "(trajectory, key, extra)"), ("t, *, key", "(t, *, key)")],
+)
+def test_a_scorer_function_car_cannot_call_is_refused_before_any_work(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path, signature: str, takes: str
+) -> None:
+    """A bare async scorer whose parameters do not take (trajectory) or (trajectory, key) was
+    accepted, then failed scoring the record with a TypeError, after a report of dashes."""
+    plugin = tmp_path / "scorer.py"
+    plugin.write_text(f"async def judge({signature}):\n    return 1.0\n", encoding="utf-8")
+    spec = f"{plugin}@judge"
+    r = run_cli("blame", TRACES / "support-refund.json", "--scorer", spec, "--no-store")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [
+        f"car: error: {TRACES / 'support-refund.json'}: scorer {spec!r}: judge() takes {takes}, "
+        "and car calls a scorer function as judge(trajectory) or judge(trajectory, key)"
+    ]
