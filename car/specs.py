@@ -287,6 +287,12 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
             f"{KIND_WORDS[kind]} {spec!r}: built a {type(component).__name__}, which has no {method}()"
             + hint
         )
+    if kind == "env" and not callable(getattr(component, "restore", None)):
+        # Else the check of a component passed from Python refused it, as if no spec had been given.
+        raise SpecError(
+            f"environment {spec!r}: {type(component).__name__} has no restore() method (async def "
+            "restore(history) -> state: the state after a recorded prefix)"
+        )
     _check_async(kind, spec, component, (method, "restore") if kind == "env" else (method,))
     if not getattr(component, "spec", None):
         component = _with(component, spec=spec)

@@ -87,3 +87,24 @@ def test_a_scorer_function_car_cannot_call_is_refused_before_any_work(  # type: 
         f"car: error: {TRACES / 'support-refund.json'}: scorer {spec!r}: judge() takes {takes}, "
         "and car calls a scorer function as judge(trajectory) or judge(trajectory, key)"
     ]
+
+
+def test_a_file_environment_without_restore_is_named_by_its_spec(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """It was refused as if it had been passed from Python: `--env must be a spec string ... or a
+    car.Environment`, though the user had given a spec string."""
+    plugin = tmp_path / "env.py"
+    plugin.write_text(
+        "class Shop:\n"
+        "    spec = 'shop'\n"
+        "    async def step(self, state, index, actor, action, key):\n"
+        "        raise AssertionError('never reached')\n"
+        "shop = Shop()\n",
+        encoding="utf-8",
+    )
+    spec = f"{plugin}@shop"
+    r = run_cli("blame", TRACES / "support-refund.json", "--env", spec, "--no-store")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [
+        f"car: error: {TRACES / 'support-refund.json'}: environment {spec!r}: Shop has no restore() "
+        "method (async def restore(history) -> state: the state after a recorded prefix)"
+    ]
