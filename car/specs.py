@@ -90,13 +90,13 @@ def check_builtin(kind: str, spec: str) -> str | None:
                 f"{spec!r} names code; a trace may name built-in components only (pass it with "
                 f"{option_name(kind)})"
             )
-        return f"unknown built-in {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec)}"
+        return f"unknown built-in {KIND_WORDS[kind]} {spec!r}{_suggest(kind, spec, builtin_only=True)}"
     if scheme == "sim:":
         from car.sim import SCENARIOS
 
         name = spec[4:]
         if name not in SCENARIOS:
-            return f"unknown simulated scenario {name!r}{_suggest(kind, spec)}"
+            return f"unknown simulated scenario {name!r}{_suggest(kind, spec, builtin_only=True)}"
     # The argument too, as the run would parse it (a pattern that does not compile, a judge's
     # unknown option): a trace `car validate` calls ok is one `car blame` can start on.
     name, _, arg = spec.partition(":")
@@ -139,8 +139,12 @@ def runs_here(kind: str, spec: str) -> bool:
     return check_builtin(kind, spec) is None and spec.partition(":")[0] not in _BACKEND_SCHEMES[kind]
 
 
-def _suggest(kind: str, spec: str) -> str:
-    names = list(_builtin_names(kind)) + [ep.name for ep in entry_points(group=_GROUPS[kind])]
+def _suggest(kind: str, spec: str, *, builtin_only: bool = False) -> str:
+    """A close name, else the list. `builtin_only`: for a trace file, which may name neither an
+    installed plugin nor a file, so neither is offered."""
+    names = list(_builtin_names(kind))
+    if not builtin_only:
+        names += [ep.name for ep in entry_points(group=_GROUPS[kind])]
     scheme, colon, rest = spec.partition(":")
     schemes = [n for n in names if n.endswith(":")]
     if colon and rest and scheme + colon not in schemes:
@@ -153,6 +157,8 @@ def _suggest(kind: str, spec: str) -> str:
     if close:
         return f"; did you mean {close[0]!r}?"
     shown = [n if not n.endswith(":") else n + "ARG" for n in names]
+    if builtin_only:
+        return f"; known: {', '.join(shown)}"
     return f"; known: {', '.join(shown)}, or path/to/file.py@name"
 
 

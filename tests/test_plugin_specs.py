@@ -108,3 +108,22 @@ def test_a_file_environment_without_restore_is_named_by_its_spec(run_cli, tmp_pa
         f"car: error: {TRACES / 'support-refund.json'}: environment {spec!r}: Shop has no restore() "
         "method (async def restore(history) -> state: the state after a recorded prefix)"
     ]
+
+
+def test_a_trace_is_offered_only_the_built_ins_it_may_name(run_cli, tmp_path, tool_plugin: None) -> None:  # type: ignore[no-untyped-def]
+    """A trace naming an unknown component was offered an installed plugin (`did you mean
+    'tool'?`) or `path/to/file.py@name`, which a trace may not name: the next try was refused too."""
+    doc = json.loads((TRACES / "support-refund.json").read_text(encoding="utf-8"))
+    for spec in ("tooll", "sim:xyzzy"):
+        doc["replay"]["scorer"] = spec
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        r = run_cli("validate", path)
+        assert r.code == 2
+        [line] = r.err.splitlines()
+        assert line.startswith(f"car: error: {path}: $.replay.scorer: unknown ")
+        assert "'tool'" not in line and "file.py" not in line
+        assert "; known: recorded, sim:pivot," in line
+    # On the command line both are offered.
+    r = run_cli("blame", TRACES / "support-refund.json", "--scorer", "tooll", "--no-store")
+    assert r.code == 2 and "did you mean 'tool'?" in r.err
