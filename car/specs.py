@@ -180,6 +180,11 @@ def _file_module(kind: str, spec: str, path: Path, path_text: str) -> ModuleType
         raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: cannot load {path_text!r} as Python")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        # Its sibling modules import as they would beside a script (`from helpers import x`);
+        # appended, so that they shadow nothing installed (car's own modules included).
+        sys.path.append(folder)
     try:
         loader_spec.loader.exec_module(module)
     except Exception as exc:

@@ -127,3 +127,38 @@ def test_a_trace_is_offered_only_the_built_ins_it_may_name(run_cli, tmp_path, to
     # On the command line both are offered.
     r = run_cli("blame", TRACES / "support-refund.json", "--scorer", "tooll", "--no-store")
     assert r.code == 2 and "did you mean 'tool'?" in r.err
+
+
+def test_a_plugin_file_imports_the_modules_beside_it(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`from refund_rules import ...` in scorers/refund.py failed (`No module named
+    'refund_rules'`) though refund_rules.py sat beside it, from any working directory."""
+    import sys
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    folder = tmp_path / "scorers"
+    folder.mkdir()
+    (folder / "car_test_refund_rules.py").write_text("TOOL = 'issue_refund'\n", encoding="utf-8")
+    (folder / "refund.py").write_text(
+        "from car_test_refund_rules import TOOL\n"
+        "async def refunded(trajectory):\n"
+        "    return float(any(c.name == TOOL for t in trajectory.turns for c in t.action.tool_calls))\n",
+        encoding="utf-8",
+    )
+    try:
+        r = run_cli(
+            "blame",
+            TRACES / "support-refund.json",
+            "--scorer",
+            f"{folder / 'refund.py'}@refunded",
+            "--samples",
+            "8",
+            "--format",
+            "json",
+            "--no-store",
+        )
+    finally:
+        sys.modules.pop("car_test_refund_rules", None)
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["locus"] == 1
