@@ -46,6 +46,7 @@ class Available:
 def available() -> list[Available]:
     """Every built-in and installed component, per kind."""
     from car.backends.registry import SCHEMES
+    from car.specs import shadowed
 
     out: list[Available] = []
     for kind, group in _GROUPS.items():
@@ -55,7 +56,13 @@ def available() -> list[Available]:
             out.append(Available(kind, _ARG.get(scheme, scheme), f"built-in ({module})", summary))
         for ep in sorted(entry_points(group=group), key=lambda e: e.name):
             dist = ep.dist.name if ep.dist is not None else "unknown distribution"
-            out.append(Available(kind, f"{ep.name}[:ARG]", f"entry point {group} in {dist}", ep.value))
+            name, summary = f"{ep.name}[:ARG]", ep.value
+            hidden = shadowed(kind, ep.name)
+            if hidden == "always":
+                summary += f" (never used: {ep.name}:ARG names the built-in)"
+            elif hidden == "bare":
+                name = f"{ep.name}:ARG"  # `recorded` alone is the built-in
+            out.append(Available(kind, name, f"entry point {group} in {dist}", summary))
         out.append(Available(kind, "path/to/file.py@name", "a Python file you name", "runs that file"))
     return out
 

@@ -132,6 +132,19 @@ def _reaches_out(arg: str) -> str | None:
     return None
 
 
+def shadowed(kind: str, name: str) -> Literal["always", "bare"] | None:
+    """Whether a built-in takes the specs an installed plugin called `name` would answer, as `_make`
+    tries them: "always" (`regex:ARG` is the built-in's), "bare" (`recorded` is the built-in's,
+    `recorded:ARG` the plugin's), or None. `car plugins` says so."""
+    if name == "sim" or name in _BACKEND_SCHEMES[kind]:
+        return "always"
+    if kind == "scorer" and name in ("tool-called", "regex"):
+        return "always"
+    if kind != "policy" and name == "recorded":
+        return "bare"
+    return None
+
+
 def runs_here(kind: str, spec: str) -> bool:
     """Whether `spec` names a built-in that runs in this process and calls out to nothing: no model
     (the backends, a judge), no plugin's code. `car blame --dry-run` scores the record only with

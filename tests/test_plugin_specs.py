@@ -162,3 +162,27 @@ def test_a_plugin_file_imports_the_modules_beside_it(  # type: ignore[no-untyped
         sys.modules.pop("car_test_refund_rules", None)
     assert r.code == 0, r.err
     assert json.loads(r.out)["locus"] == 1
+
+
+def test_car_plugins_says_which_installed_names_a_built_in_takes(  # type: ignore[no-untyped-def]
+    run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin called `regex` was listed as `regex[:ARG]`, though `regex:ARG` is always the
+    built-in's; one called `recorded` as usable bare, though `recorded` is the built-in's."""
+    from importlib.metadata import EntryPoint
+
+    import car.plugins
+
+    listed = {
+        "car.scorers": [
+            EntryPoint(name=n, value=f"pkg:{n}", group="car.scorers")
+            for n in ("regex", "recorded", "mine")
+        ]
+    }
+    monkeypatch.setattr(car.plugins, "entry_points", lambda group: listed.get(group, []))
+    r = run_cli("plugins")
+    assert r.code == 0
+    rows = {line.split()[0]: line for line in r.out.splitlines() if "pkg:" in line}
+    assert set(rows) == {"regex[:ARG]", "recorded:ARG", "mine[:ARG]"}
+    assert "(never used: regex:ARG names the built-in)" in rows["regex[:ARG]"]
+    assert "never used" not in rows["recorded:ARG"] + rows["mine[:ARG]"]
