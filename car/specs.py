@@ -288,6 +288,13 @@ def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) 
         if problem is not None:
             raise SpecError(f"scorer {spec!r}: {problem}")
         component = FunctionScorer(obj, spec, getattr(obj, "deterministic", True))
+    elif inspect.iscoroutinefunction(obj):
+        # Called as a factory, it would build a coroutine that is never awaited (and Python warns).
+        name, article = getattr(obj, "__name__", method), "an" if kind == "env" else "a"
+        raise SpecError(
+            f"{KIND_WORDS[kind]} {spec!r}: {name} is an async function; {article} {KIND_WORDS[kind]} "
+            f"is an object with async {method}() (or a plain function, a factory, that returns one)"
+        )
     elif callable(obj):
         try:
             component = obj(trace) if arg is None else obj(arg, trace)

@@ -186,3 +186,23 @@ def test_car_plugins_says_which_installed_names_a_built_in_takes(  # type: ignor
     assert set(rows) == {"regex[:ARG]", "recorded:ARG", "mine[:ARG]"}
     assert "(never used: regex:ARG names the built-in)" in rows["regex[:ARG]"]
     assert "never used" not in rows["recorded:ARG"] + rows["mine[:ARG]"]
+
+
+@pytest.mark.parametrize(
+    ("option", "word", "method"), [("--policy", "a policy", "act"), ("--env", "an environment", "step")]
+)
+def test_an_async_function_named_as_a_policy_or_environment_is_one_line(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path, option: str, word: str, method: str
+) -> None:
+    """It was called as a factory: a coroutine never awaited (Python's RuntimeWarning on stderr) and
+    a line about `a coroutine, which has no act()`, or a TypeError from the call."""
+    plugin = tmp_path / "fns.py"
+    plugin.write_text(f"async def {method}(*args):\n    return None\n", encoding="utf-8")
+    spec = f"{plugin}@{method}"
+    r = run_cli("blame", TRACES / "support-refund.json", option, spec, "--no-store")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [
+        f"car: error: {TRACES / 'support-refund.json'}: {word.split()[1]} {spec!r}: {method} is an "
+        f"async function; {word} is an object with async {method}() (or a plain function, a "
+        "factory, that returns one)"
+    ]
