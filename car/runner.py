@@ -72,6 +72,9 @@ def component_config(component: object) -> dict[str, Any]:
     if callable(cfg):
         cfg = cfg()
     out = dict(cfg) if isinstance(cfg, Mapping) else {}
+    installed = getattr(component, "car_plugin_distribution", None)
+    if isinstance(installed, str):  # an entry point's: its package's name and version
+        out["_distribution"] = installed
     spec = str(getattr(component, "spec", ""))
     if "@" in spec:
         # A plugin file's code decides its rollouts: edit the file and its old rollouts no longer apply.

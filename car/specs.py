@@ -408,8 +408,12 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
                     f"{KIND_WORDS[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
                 ) from exc
             # As for a file: the store keys rollouts by the spec, and a spec the plugin gives its
-            # component need not carry ARG (`NAME:a` and `NAME:b` would share rollouts).
-            return _with(_instantiate(kind, spec, factory, trace, arg), spec=spec)
+            # component need not carry ARG (`NAME:a` and `NAME:b` would share rollouts); and by
+            # the distribution's version, as a file's by its code (an upgrade may answer otherwise).
+            dist = getattr(ep, "dist", None)
+            installed = f"{dist.name} {dist.version}" if dist is not None else None
+            component = _instantiate(kind, spec, factory, trace, arg)
+            return _with(component, spec=spec, car_plugin_distribution=installed)
     # Files last: a built-in's or an entry point's argument may contain `@` or even `.py@`.
     if spec.endswith(".py"):
         raise SpecError(f"{KIND_WORDS[kind]} {spec!r}: name the object in the file: {spec}@NAME")

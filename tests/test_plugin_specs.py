@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -206,3 +207,36 @@ def test_an_async_function_named_as_a_policy_or_environment_is_one_line(  # type
         f"async function; {word} is an object with async {method}() (or a plain function, a "
         "factory, that returns one)"
     ]
+
+
+def test_an_upgraded_plugin_is_not_served_its_old_version_s_rollouts(
+    run_cli,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A plugin file's rollouts are keyed by its code; an installed plugin's were keyed by its spec
+    alone, so after an upgrade the store served what the old version had scored."""
+    import car.specs
+
+    class _Dist:
+        name = "tool-plugin"
+        version = "1.0"
+
+    class _Installed(_EntryPoint):
+        dist = _Dist()
+
+    monkeypatch.setattr(
+        car.specs, "entry_points", lambda group: [_Installed()] if group == "car.scorers" else []
+    )
+    store = str(tmp_path / "store.sqlite")
+    trace = TRACES / "support-refund.json"
+
+    def stored() -> bool:
+        r = run_cli("blame", trace, "--scorer", "tool:issue_refund", "--samples", "4", "--store", store)
+        assert r.code == 0, r.err
+        (line,) = [x for x in r.out.splitlines() if x.startswith("budget:")]
+        return re.search(r"^budget: (\d+) rollouts \(\1 stored\)", line) is not None
+
+    assert (stored(), stored()) == (False, True)
+    _Dist.version = "2.0"
+    assert (stored(), stored()) == (False, True)
