@@ -184,19 +184,29 @@ def method_problem(component: object, name: str) -> str | None:
     if inspect.isfunction(plain) and not inspect.iscoroutinefunction(plain):
         return f"{owner}.{name}() must be async (async def {name}(...)): car awaits it"
     args = _CALLED_WITH[name]
+    takes = unbindable(fn, args)
+    if takes is not None:
+        return f"{owner}.{name}() takes {takes}, and car calls {name}({', '.join(args)})"
+    return None
+
+
+def unbindable(fn: Callable[..., Any], args: tuple[str, ...]) -> str | None:
+    """`fn`'s parameters, without the annotations that would hide them, when a call with as many
+    positional arguments as `args` cannot bind to them; None when it can, or when `fn` has no
+    signature to read (a builtin: the call will tell)."""
     try:
         signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # no signature to read (a builtin): the call will tell
+    except (TypeError, ValueError):
         return None
     try:
         signature.bind(*args)
     except TypeError:
         empty = inspect.Parameter.empty
-        bare = signature.replace(  # the parameters, without annotations that would hide them
+        bare = signature.replace(
             parameters=[p.replace(annotation=empty) for p in signature.parameters.values()],
             return_annotation=empty,
         )
-        return f"{owner}.{name}() takes {bare}, and car calls {name}({', '.join(args)})"
+        return str(bare)
     return None
 
 

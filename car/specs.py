@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from car.arguments import method_problem
+from car.arguments import method_problem, unbindable
 from car.errors import InputError, SpecError, option_name
 
 if TYPE_CHECKING:
@@ -259,24 +259,17 @@ def _function_problem(fn: Callable[..., Any]) -> str | None:
     """Why `FunctionScorer` could not call `fn` as it does, or None: refused now, it is one line;
     found by the first rollout, it was a TypeError scoring the record."""
     try:
-        signature = inspect.signature(fn)
+        count = len(inspect.signature(fn).parameters)
     except (TypeError, ValueError):  # no signature to read: the call will tell
         return None
-    args = ("trajectory", "key") if len(signature.parameters) >= 2 else ("trajectory",)
-    try:
-        signature.bind(*args)
-    except TypeError:
-        empty = inspect.Parameter.empty
-        bare = signature.replace(  # the parameters, without annotations that would hide them
-            parameters=[p.replace(annotation=empty) for p in signature.parameters.values()],
-            return_annotation=empty,
-        )
-        name = getattr(fn, "__name__", "score")
-        return (
-            f"{name}() takes {bare}, and car calls a scorer function as {name}(trajectory) or "
-            f"{name}(trajectory, key)"
-        )
-    return None
+    takes = unbindable(fn, ("trajectory", "key") if count >= 2 else ("trajectory",))
+    if takes is None:
+        return None
+    name = getattr(fn, "__name__", "score")
+    return (
+        f"{name}() takes {takes}, and car calls a scorer function as {name}(trajectory) or "
+        f"{name}(trajectory, key)"
+    )
 
 
 def _instantiate(kind: str, spec: str, obj: Any, trace: Trace, arg: str | None) -> Any:

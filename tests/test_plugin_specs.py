@@ -50,6 +50,17 @@ def tool_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def _refused(run_cli, option: str, spec: str) -> str:  # type: ignore[no-untyped-def]
+    """The one error line `car blame` of the bundled support trace gives for `option spec` (exit 2,
+    nothing on stdout), after the trace's name."""
+    trace = TRACES / "support-refund.json"
+    r = run_cli("blame", trace, option, spec, "--no-store")
+    assert r.code == 2 and r.out == "", r.err
+    [line] = r.err.splitlines()
+    assert line.startswith(f"car: error: {trace}: "), line
+    return str(line.removeprefix(f"car: error: {trace}: "))
+
+
 def test_an_entry_point_argument_keys_its_own_stored_rollouts(run_cli, tool_plugin: None) -> None:  # type: ignore[no-untyped-def]
     """The store keyed a plugin's rollouts by the spec its component gave itself, which need not
     carry the argument: `tool:lookup_order` was served `tool:issue_refund`'s stored outcomes."""
@@ -82,12 +93,10 @@ def test_a_scorer_function_car_cannot_call_is_refused_before_any_work(  # type: 
     plugin = tmp_path / "scorer.py"
     plugin.write_text(f"async def judge({signature}):\n    return 1.0\n", encoding="utf-8")
     spec = f"{plugin}@judge"
-    r = run_cli("blame", TRACES / "support-refund.json", "--scorer", spec, "--no-store")
-    assert r.code == 2 and r.out == ""
-    assert r.err.splitlines() == [
-        f"car: error: {TRACES / 'support-refund.json'}: scorer {spec!r}: judge() takes {takes}, "
+    assert _refused(run_cli, "--scorer", spec) == (
+        f"scorer {spec!r}: judge() takes {takes}, "
         "and car calls a scorer function as judge(trajectory) or judge(trajectory, key)"
-    ]
+    )
 
 
 def test_a_file_environment_without_restore_is_named_by_its_spec(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -103,12 +112,10 @@ def test_a_file_environment_without_restore_is_named_by_its_spec(run_cli, tmp_pa
         encoding="utf-8",
     )
     spec = f"{plugin}@shop"
-    r = run_cli("blame", TRACES / "support-refund.json", "--env", spec, "--no-store")
-    assert r.code == 2 and r.out == ""
-    assert r.err.splitlines() == [
-        f"car: error: {TRACES / 'support-refund.json'}: environment {spec!r}: Shop has no restore() "
+    assert _refused(run_cli, "--env", spec) == (
+        f"environment {spec!r}: Shop has no restore() "
         "method (async def restore(history) -> state: the state after a recorded prefix)"
-    ]
+    )
 
 
 def test_a_trace_is_offered_only_the_built_ins_it_may_name(run_cli, tmp_path, tool_plugin: None) -> None:  # type: ignore[no-untyped-def]
@@ -200,19 +207,15 @@ def test_an_async_function_named_as_a_policy_or_environment_is_one_line(  # type
     plugin = tmp_path / "fns.py"
     plugin.write_text(f"async def {method}(*args):\n    return None\n", encoding="utf-8")
     spec = f"{plugin}@{method}"
-    r = run_cli("blame", TRACES / "support-refund.json", option, spec, "--no-store")
-    assert r.code == 2 and r.out == ""
-    assert r.err.splitlines() == [
-        f"car: error: {TRACES / 'support-refund.json'}: {word.split()[1]} {spec!r}: {method} is an "
+    assert _refused(run_cli, option, spec) == (
+        f"{word.split()[1]} {spec!r}: {method} is an "
         f"async function; {word} is an object with async {method}() (or a plain function, a "
         "factory, that returns one)"
-    ]
+    )
 
 
-def test_an_upgraded_plugin_is_not_served_its_old_version_s_rollouts(
-    run_cli,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path,  # type: ignore[no-untyped-def]
+def test_an_upgraded_plugin_is_not_served_its_old_version_s_rollouts(  # type: ignore[no-untyped-def]
+    run_cli, monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
     """A plugin file's rollouts are keyed by its code; an installed plugin's were keyed by its spec
     alone, so after an upgrade the store served what the old version had scored."""
