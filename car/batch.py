@@ -23,7 +23,7 @@ import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -50,6 +50,8 @@ if TYPE_CHECKING:  # car.fallback and car.shapley load numpy: not at import
     from car.fallback import Method
     from car.shapley import ShapleyMethod
 
+T = TypeVar("T")
+
 __all__ = [
     "ESTIMATE_VERSION",
     "INTERRUPTED_RUNNING",
@@ -67,6 +69,7 @@ __all__ = [
     "check_caps",
     "check_trace",
     "deliver",
+    "distinct",
     "estimate_trace",
     "expand",
     "expand_paths",
@@ -158,10 +161,15 @@ def expand(items: Paths, exclude: Callable[[Path], bool] | None = None) -> list[
         else:
             found = [Entry(text)]
         out += found
-    # One file named twice (`t/a.json ./t/a.json`, or directly and by a glob) is one trace.
-    unique: dict[object, Entry] = {}
-    for e in out:
-        unique.setdefault(_place(e.path) or e.path, e)
+    return distinct(out, lambda e: e.path)
+
+
+def distinct(items: Iterable[T], path: Callable[[T], str]) -> list[T]:
+    """`items` without those whose `path` names a file an earlier one named: `t/a.json` and
+    `./t/a.json` are one trace, as are a file named directly and by a glob."""
+    unique: dict[object, T] = {}
+    for item in items:
+        unique.setdefault(_place(path(item)) or path(item), item)
     return list(unique.values())
 
 

@@ -538,13 +538,15 @@ def validate(
 
     One file gets a one-line summary; a directory, or several paths, a table.
     """
+    from car.batch import distinct
     from car.render import error_line, literal
     from car.report import short
     from car.stdout import StdoutWriter
     from car.tracefiles import is_folder
 
     # A pattern the shell left alone (quoted, or on Windows) is matched here, as `car blame` does.
-    traces = [Path(p) for item in traces for p in _matched(item)]
+    # A file named twice (`t.json ./t.json`) is checked once, as `car blame` attributes it once.
+    traces = distinct([Path(p) for item in traces for p in _matched(item)], str)
     # stdout may refuse the results (a full disk): they are saved to a file, named in one line
     out = StdoutWriter("the results", ".txt", prefix="car-validate-")
     trace = traces[0]

@@ -477,3 +477,12 @@ def test_one_file_named_by_two_spellings_is_attributed_once(
     named = ["t/pivot.json", "./t/pivot.json", "t//pivot.json", "t/../t/pivot.json", "t/*.json"]
     assert expand_paths(named) == ["t/pivot.json", "t/or.json"]
     assert expand_paths(["gone.json", "./gone.json"]) == ["gone.json"]
+
+
+def test_validate_checks_a_file_named_twice_once(run_cli: Callable[..., Result]) -> None:
+    """`car validate t.json ./t.json` listed the file twice and said "1 file, 2 runs ok"."""
+    pivot = Path(__file__).resolve().parents[1] / "traces" / "pivot.json"
+    other = pivot.parent / ".." / "traces" / "pivot.json"
+    once = run_cli("validate", pivot)
+    r = run_cli("validate", pivot, other, pivot)
+    assert (r.code, r.out) == (0, once.out) and "ok" in once.out
