@@ -398,7 +398,8 @@ def _make(kind: str, spec: str, trace: Trace) -> Any:
                 factory = ep.load()
             except Exception as exc:
                 raise SpecError(
-                    f"{KIND_WORDS[kind]} {spec!r}: plugin {ep.value!r} failed to import: {exc}"
+                    f"{KIND_WORDS[kind]} {spec!r}: plugin {ep.value!r} failed to import: "
+                    f"{type(exc).__name__}: {exc}"
                 ) from exc
             # As for a file: the store keys rollouts by the spec, and a spec the plugin gives its
             # component need not carry ARG (`NAME:a` and `NAME:b` would share rollouts); and by

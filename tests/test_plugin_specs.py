@@ -243,3 +243,23 @@ def test_an_upgraded_plugin_is_not_served_its_old_version_s_rollouts(  # type: i
     assert (stored(), stored()) == (False, True)
     _Dist.version = "2.0"
     assert (stored(), stored()) == (False, True)
+
+
+def test_a_plugin_that_fails_to_import_names_its_error_s_type(  # type: ignore[no-untyped-def]
+    run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file plugin's import failure says `SyntaxError: ...`; an installed plugin's said only
+    the message ("invalid syntax"), which does not say what kind of failure it was."""
+    import car.specs
+
+    class _Broken(_EntryPoint):
+        def load(self) -> Any:
+            raise ModuleNotFoundError("No module named 'tool_plugin'")
+
+    monkeypatch.setattr(
+        car.specs, "entry_points", lambda group: [_Broken()] if group == "car.scorers" else []
+    )
+    assert _refused(run_cli, "--scorer", "tool:x") == (
+        "scorer 'tool:x': plugin 'tool_plugin:make' failed to import: "
+        "ModuleNotFoundError: No module named 'tool_plugin'"
+    )
